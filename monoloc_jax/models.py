@@ -1,0 +1,287 @@
+"""The Flax seq2seq model of SPEC §1: BiGRU encoder, GRU decoder, cross-attention.
+
+Modules only declare parameters and precompute sequence-level projections; the
+per-step work is the pure `attention.attention_step` and `rnn.gru_cell`, run
+inside `jax.lax.scan`. Two matrix products are hoisted out of the decoder loop:
+  * the embedding half of the decoder GRU's input projection becomes a
+    [V, 3D] table (E W_ie + b_i) indexed by the previous token;
+  * the tied output layer E (W_out h + b_out) + b_vocab becomes one [D, V]
+    matrix W_out E^T and a [V] bias.
+Both are exact rewrites of SPEC §1.
+
+Shapes: B batch, N source tokens, S = N + 2 encoder positions (START and END
+added), T decoder steps, V vocabulary, E embedding width, D model width.
+"""
+
+import math
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from monoloc_jax import attention as attn
+from monoloc_jax import rnn
+from monoloc_jax import variants
+from monoloc_jax.variants import MODELS, MODEL_NAMES  # re-exported: models.MODELS
+
+Array = jax.Array
+
+__all__ = ['MODELS', 'MODEL_NAMES', 'Seq2Seq', 'DecodeOutput', 'count_params']
+
+glorot = nn.initializers.glorot_uniform()
+zeros = nn.initializers.zeros_init()
+# PyTorch's Embedding under Kaiming-normal (fan-out = vocabulary axis).
+embedding_init = nn.initializers.variance_scaling(2.0, 'fan_in', 'normal', in_axis=-2,
+                                                  out_axis=-1)
+
+
+def _torch_gru_init(hidden: int):
+  """PyTorch's GRU default: U(-1/sqrt(H), 1/sqrt(H)) for weights and biases."""
+  bound = 1.0 / math.sqrt(hidden)
+
+  def init(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+  return init
+
+
+class GRUParams(nn.Module):
+  """Parameters of one GRU direction/layer: input [in, 3H] + [3H], hidden [H, 3H] + [3H]."""
+  features_in: int
+  hidden: int
+
+  @nn.compact
+  def __call__(self):
+    init = _torch_gru_init(self.hidden)
+    w_i = self.param('w_i', init, (self.features_in, 3 * self.hidden))
+    b_i = self.param('b_i', init, (3 * self.hidden,))
+    w_h = self.param('w_h', init, (self.hidden, 3 * self.hidden))
+    b_h = self.param('b_h', init, (3 * self.hidden,))
+    return w_i, b_i, w_h, b_h
+
+
+class Encoder(nn.Module):
+  """Stacked bidirectional GRU over `START x_1..x_n END` (SPEC §1).
+
+  Returns the top layer's outputs e [B, S, D] and, per layer, the final state
+  [B, D] (forward after the last valid position ++ backward after position 0).
+  """
+  hidden: int            # D; each direction has D / 2 units
+  num_layers: int = 1
+
+  @nn.compact
+  def __call__(self, x: Array, lengths: Array) -> Tuple[Array, Tuple[Array, ...]]:
+    finals = []
+    per_dir = self.hidden // 2
+    for layer in range(self.num_layers):
+      fw_i, fb_i, fw_h, fb_h = GRUParams(x.shape[-1], per_dir, name=f'fwd_{layer}')()
+      bw_i, bb_i, bw_h, bb_h = GRUParams(x.shape[-1], per_dir, name=f'bwd_{layer}')()
+      x, final = rnn.bidirectional_gru(x @ fw_i + fb_i, x @ bw_i + bb_i, lengths,
+                                       (fw_h, fb_h), (bw_h, bb_h))
+      finals.append(final)
+    return x, tuple(finals)
+
+
+class CrossAttention(nn.Module):
+  """Holds the parameters of one attention variant and precomputes its memory.
+
+  Calling it returns (memory, step_params, alpha_dir): the per-sequence
+  AttentionMemory, the arrays `attention.attention_step` needs at every
+  decoder step, and the direction gate alpha_dir [B] (ones when the variant has
+  no direction mixing).
+  """
+  spec: attn.AttentionSpec
+  dim: int = 128
+  value_dim: int = 128
+  mono_gate_init: float = -20.0
+
+  @nn.compact
+  def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array):
+    spec, d = self.spec, self.dim
+    batch, max_len = encoded.shape[:2]
+    mask = jnp.arange(max_len)[None, :] < lengths[:, None]                # [B, S]
+    if spec.direction_mixing:                                              # Eq. 17-18
+      alpha = attn.direction_gate(
+          nn.Dense(1, kernel_init=glorot, name='direction')(encoded_cls)[:, 0])
+      encoded = attn.direction_mixing(encoded, lengths, alpha)
+    else:
+      alpha = jnp.ones((batch,), encoded.dtype)
+
+    inter = nn.leaky_relu(nn.Dense(self.value_dim, kernel_init=glorot,
+                                   name='inter_value')(encoded))
+    values = nn.Dense(d, use_bias=False, kernel_init=glorot, name='value')(inter)
+
+    params: Dict[str, Array] = {
+        'out': self.param('out', glorot, (d, d)),                          # f_o, Eq. 2
+    }
+    keys = None
+    if spec.scores is not None:
+      keys = nn.Dense(d, use_bias=False, kernel_init=glorot, name='key')(encoded)
+      if spec.scores == 'rope':
+        keys = attn.rotary_embedding(keys, jnp.arange(max_len)[None, :])
+      params['query'] = self.param('query', glorot, (d, d))
+    if spec.scores == 'relative':
+      params['rel_kernel'] = self.param('rel_kernel', glorot, (d, d))
+      params['content_bias'] = self.param('content_bias', zeros, (d,))
+      params['position_bias'] = self.param('position_bias', zeros, (d,))
+    if spec.rule is not None:
+      params['loc_kernel'] = self.param('loc_kernel', glorot, (d, d))
+      params['loc_bias'] = self.param('loc_bias', zeros, (d,))
+      params['sigma_kernel'] = self.param('sigma_kernel', glorot, (d, 1))[:, 0]
+      params['sigma_bias'] = self.param('sigma_bias', zeros, ())
+      params['rho_kernel'] = self.param('rho_kernel', glorot, (d, spec.rule.num_rho))
+      if spec.rule.has_gate:
+        params['gate_logit'] = self.param(
+            'gate_logit', nn.initializers.constant(self.mono_gate_init), ())
+    if spec.mixes:
+      params['mix_kernel'] = self.param('mix_kernel', glorot, (d, 1))[:, 0]
+      params['mix_bias'] = self.param('mix_bias', zeros, ())
+
+    memory = attn.AttentionMemory(
+        keys=keys, values=values, mask=mask,
+        positions=attn.normalized_positions(lengths, max_len), lengths=lengths)
+    return memory, params, alpha
+
+
+class DecodeOutput(NamedTuple):
+  """What a decoder pass returns.
+
+  logits: [B, T, V] (teacher forcing) or None (greedy).
+  tokens: [B, T] greedy tokens (pad after `<eos>`), or None (teacher forcing).
+  attention: [B, T, S] attention weights a_t.
+  aux: per-step interpretable values [B, T] by name ('mu', 'sigma', 'step',
+    'mix'), where the variant has them, plus 'direction' [B] (alpha_dir).
+  """
+  logits: Optional[Array]
+  tokens: Optional[Array]
+  attention: Array
+  aux: Dict[str, Array]
+
+
+class Seq2Seq(nn.Module):
+  """BiGRU encoder + GRU decoder with one of the 21 cross-attention variants.
+
+  Attributes mirror SPEC §1 (defaults: the paper's small size; CFQ uses
+  num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout_rate=0.4).
+  """
+  vocab_size: int
+  attention: str = 'onestep'
+  embed_dim: int = 64
+  hidden_dim: int = 128
+  value_dim: int = 128
+  num_layers: int = 1
+  dropout_rate: float = 0.5
+  mono_gate_init: float = -20.0
+  min_sigma: float = attn.MIN_SIGMA
+  pad_id: int = 0
+  sos_id: int = 1
+  eos_id: int = 2
+
+  def setup(self):
+    self.spec = variants.get(self.attention)
+    d, e = self.hidden_dim, self.embed_dim
+    self.embedding = self.param('embedding', embedding_init, (self.vocab_size, e))
+    self.start = self.param('start', zeros, (e,))
+    self.end = self.param('end', zeros, (e,))
+    self.encoder = Encoder(d, self.num_layers)
+    self.dropout = nn.Dropout(self.dropout_rate)
+    self.cross_attention = CrossAttention(self.spec, d, self.value_dim, self.mono_gate_init)
+    self.decoder_layers = [GRUParams(e + d if i == 0 else d, d, name=f'decoder_{i}')
+                           for i in range(self.num_layers)]
+    self.out_kernel = self.param('out_kernel', glorot, (d, e))
+    self.out_bias = self.param('out_bias', zeros, (e,))
+    self.vocab_bias = self.param('vocab_bias', zeros, (self.vocab_size,))
+
+  # ------------------------------------------------------------------ encoder
+  def encode(self, src: Array, src_lengths: Array, train: bool):
+    """src [B, N] ids, src_lengths [B] -> (memory, step_params, h0 tuple, alpha)."""
+    batch, n = src.shape
+    pos = jnp.arange(n + 2)[None, :, None]
+    tokens = jnp.take(self.embedding, src, axis=0)                         # [B, N, E]
+    x = jnp.concatenate([jnp.broadcast_to(self.start, (batch, 1, self.embed_dim)),
+                         tokens, jnp.zeros((batch, 1, self.embed_dim), tokens.dtype)], 1)
+    end_pos = (src_lengths + 1)[:, None, None]
+    x = jnp.where(pos == end_pos, self.end, jnp.where(pos > end_pos, 0.0, x))
+    lengths = src_lengths + 2                                              # s
+    encoded, finals = self.encoder(x, lengths)
+    encoded = self.dropout(encoded, deterministic=not train)
+    memory, step_params, alpha = self.cross_attention(encoded, finals[-1], lengths)
+    return memory, step_params, finals, alpha
+
+  # ------------------------------------------------------------------ decoder
+  def _decoder_arrays(self):
+    """Decoder weights with the embedding-side and output products hoisted."""
+    layers = [layer() for layer in self.decoder_layers]
+    w_i0, b_i0 = layers[0][0], layers[0][1]
+    e = self.embed_dim
+    token_table = self.embedding @ w_i0[:e] + b_i0                         # [V, 3D]
+    context_kernel = w_i0[e:]                                              # [D, 3D]
+    out_matrix = self.out_kernel @ self.embedding.T                        # [D, V]
+    out_bias = self.out_bias @ self.embedding.T + self.vocab_bias          # [V]
+    return layers, token_table, context_kernel, out_matrix, out_bias
+
+  def _step_fn(self, memory, step_params):
+    """The pure decoder step and the hoisted output layer.
+
+    Returns (step, out_matrix [D, V], out_bias [V]), where
+    step((hs, attn_carry), token [B]) -> (new carry, (h [B, D], a [B, S], aux)).
+    """
+    layers, token_table, context_kernel, out_matrix, out_bias = self._decoder_arrays()
+    spec, min_sigma = self.spec, self.min_sigma
+
+    def step(carry, token):
+      hs, attn_carry = carry
+      context, weights, attn_carry, aux = attn.attention_step(
+          spec, step_params, memory, hs[-1], attn_carry, min_sigma)
+      x_proj = jnp.take(token_table, token, axis=0) + context @ context_kernel
+      new_hs = []
+      for i, (w_i, b_i, w_h, b_h) in enumerate(layers):
+        if i > 0:
+          x_proj = new_hs[-1] @ w_i + b_i
+        new_hs.append(rnn.gru_cell(x_proj, hs[i], w_h, b_h))
+      return (tuple(new_hs), attn_carry), (new_hs[-1], weights, aux)
+
+    return step, out_matrix, out_bias
+
+  def __call__(self, src: Array, src_lengths: Array, tgt_in: Array,
+               train: bool = False) -> DecodeOutput:
+    """Teacher-forced pass. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`; returns logits [B, T, V]."""
+    memory, step_params, h0, alpha = self.encode(src, src_lengths, train)
+    step, out_matrix, out_bias = self._step_fn(memory, step_params)
+    carry = (h0, attn.initial_carry(src.shape[0]))
+    _, (hs, weights, aux) = jax.lax.scan(step, carry, tgt_in.T)
+    logits = jnp.swapaxes(hs, 0, 1) @ out_matrix + out_bias
+    aux = {k: v.T for k, v in aux.items()}
+    aux['direction'] = alpha
+    return DecodeOutput(logits, None, jnp.swapaxes(weights, 0, 1), aux)
+
+  def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
+    """Greedy decoding for `max_steps` steps, argmax fed back (SPEC §1).
+
+    Rows that have emitted `<eos>` keep running (their state is never read) but
+    output `<pad>`; the caller picks max_steps = the longest needed length.
+    Returns tokens [B, T] and the attention/aux of every step.
+    """
+    memory, step_params, h0, alpha = self.encode(src, src_lengths, False)
+    step, out_matrix, out_bias = self._step_fn(memory, step_params)
+    batch = src.shape[0]
+
+    def greedy_step(carry, _):
+      inner, token, done = carry
+      inner, (h, weights, aux) = step(inner, token)
+      next_token = jnp.argmax(h @ out_matrix + out_bias, axis=-1).astype(jnp.int32)
+      emitted = jnp.where(done, self.pad_id, next_token)
+      done = done | (next_token == self.eos_id)
+      return (inner, next_token, done), (emitted, weights, aux)
+
+    carry = ((h0, attn.initial_carry(batch)),
+             jnp.full((batch,), self.sos_id, jnp.int32), jnp.zeros((batch,), bool))
+    _, (tokens, weights, aux) = jax.lax.scan(greedy_step, carry, None, length=max_steps)
+    aux = {k: v.T for k, v in aux.items()}
+    aux['direction'] = alpha
+    return DecodeOutput(None, tokens.T, jnp.swapaxes(weights, 0, 1), aux)
+
+
+def count_params(params: Any) -> int:
+  """Total number of scalars in a parameter tree."""
+  return sum(x.size for x in jax.tree_util.tree_leaves(params))
