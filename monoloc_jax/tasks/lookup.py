@@ -1,0 +1,503 @@
+"""Long Lookup Tables, forward and reverse (Liska 2018; Dubois et al. 2020).
+
+Eight random bijections `t1 … t8` on the 3-bit strings are composed. A forward
+input is `x t_a t_b … .` (tables applied left to right, `.` the end-of-input
+token); a reverse input is `… t_b t_a x .` (tables applied from the one next to
+`x` outward). The target is `x` followed by every intermediate result, e.g.
+`000 t1 t2 .` -> `000 011 010`. `.` stays part of the source: the gold
+attention of the target's `<eos>` points at it.
+
+Two sources give the same raw files (named like the reference generator's
+output, `make_lookup_tables.py` of YannDubs/machine-tasks, generation settings
+in `generation_arguments.txt` of the reference data):
+
+  * `train`: every table alone on every input (the held-out tables `t7`, `t8`
+    appear *only* here), plus all compositions of 2 … 4 of `t1 … t6` on all
+    inputs, less the held-out compositions, held-out inputs and validation.
+  * `validation`: 5 % of the multi-table rows, stratified by composition
+    length and set of tables used.
+  * `heldout_inputs`: for each length-4 composition that is not held out, 2 of
+    its 8 inputs (never trained on; the composition itself is).
+  * `heldout_compositions`: 50 length-4 compositions absent from training (not
+    used by the paper; kept for tests).
+  * `longer_seen_k`, k = 1 … 5: compositions of 4 + k seen tables, built by
+    appending one table (applied last) to the compositions of
+    `longer_seen_{k-1}` (k = 1: to every length-4 composition) and keeping
+    625 random compositions × 8 inputs = 5,000 rows (`bound_test`).
+
+The paper's splits (reference code `preprocess/process_llt.py` of
+JRC1995/MonotonicLocationAttention) map onto them as: `train` = train;
+`dev` = validation + 500 rows of longer_seen_1; `test_long1` = the other 4,500
+rows of longer_seen_1; `test_long2 … 5` = longer_seen_2 … 5; `test_iid` =
+heldout_inputs. The 500 rows are a deterministic function of `seed` (in both
+modes below; the reference code drew them unseeded).
+
+`load_split(..., data_dir=None)` generates the data in code (our own generator
+following the rules above; seed 123 reproduces the reference tables `t1 … t8`
+exactly, the sampled rows differ). With `data_dir` it reads the reference TSV
+layout (`source<TAB>target[<TAB>attention]`).
+
+Gold attention (0-based source index per target token, then `<eos>`), as the
+reference generator's `_append_target_attention`: forward target token j reads
+source position j (x, then the j-th table) and `<eos>` reads `.`; reverse
+target token j reads position k - j (k = number of tables; x sits at k) and
+`<eos>` reads `.` at k + 1.
+"""
+
+import dataclasses
+import itertools
+import math
+import os
+import pathlib
+import random
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from monoloc_jax.errors import MonolocError
+from monoloc_jax.errors import unknown_name
+from monoloc_jax.tasks import readers
+from monoloc_jax.tasks.types import Example
+
+SPLITS = ('train', 'dev', 'test_iid', 'test_long1', 'test_long2', 'test_long3',
+          'test_long4', 'test_long5')
+GENERATOR_VERSION = 1
+
+_TASK = 'Lookup'
+# Raw files of the reference layout, in the order the reference writes them.
+FILE_NAMES = ('train', 'validation', 'heldout_inputs', 'longer_seen_1',
+              'longer_seen_2', 'longer_seen_3', 'longer_seen_4',
+              'longer_seen_5')
+_EXPECTED_FILES = tuple(f'{name}.tsv' for name in FILE_NAMES)
+
+Composition = Tuple[str, ...]  # Table names in application order.
+Tables = Dict[str, Dict[str, str]]  # name -> (input bits -> output bits).
+
+
+@dataclasses.dataclass(frozen=True)
+class LookupConfig:
+  """Generator settings; the defaults are the reference data's settings.
+
+  Attributes:
+    n_bits: length of the bit strings (`n_repeats` in the reference).
+    n_tables: number of random tables.
+    n_heldout_tables: how many of the last tables appear only alone in train.
+    max_composition_train: longest composition in train.
+    n_heldout_compositions: longest compositions removed from train.
+    n_heldout_inputs: inputs per longest composition removed from train.
+    n_longer: number of `longer_seen_k` files.
+    bound_test: rows per `longer_seen_k` file.
+    validation_size: fraction of the multi-table rows used for validation.
+    n_dev_long: rows of longer_seen_1 moved to the paper's dev split.
+    eos: end-of-input token appended to every source.
+  """
+  n_bits: int = 3
+  n_tables: int = 8
+  n_heldout_tables: int = 2
+  max_composition_train: int = 4
+  n_heldout_compositions: int = 50
+  n_heldout_inputs: int = 2
+  n_longer: int = 5
+  bound_test: int = 5000
+  validation_size: float = 0.05
+  n_dev_long: int = 500
+  eos: str = '.'
+
+
+DEFAULT_CONFIG = LookupConfig()
+
+
+# ----------------------------------------------------------------------------
+# Examples and gold attention.
+# ----------------------------------------------------------------------------
+
+
+def gold_attention(n_tables: int, *, reverse: bool) -> Tuple[int, ...]:
+  """Gold source position of each target token and then of `<eos>`.
+
+  Args:
+    n_tables: number of tables k in the input (target length is k + 1).
+    reverse: whether the input is in Reverse Lookup order.
+
+  Returns:
+    A tuple of k + 2 source indices (the source has k + 2 tokens, `.` last).
+  """
+  if reverse:
+    return tuple(range(n_tables, -1, -1)) + (n_tables + 1,)
+  return tuple(range(n_tables + 2))
+
+
+def make_example(x: str, composition: Composition, tables: Tables, *,
+                 reverse: bool, eos: str = '.') -> Example:
+  """Builds one Lookup example.
+
+  Args:
+    x: the input bit string.
+    composition: table names in the order they are applied.
+    tables: the table mappings.
+    reverse: Reverse Lookup order of the source.
+    eos: end-of-input token.
+
+  Returns:
+    The example, with gold attention.
+  """
+  outputs = [x]
+  for name in composition:
+    outputs.append(tables[name][outputs[-1]])
+  if reverse:
+    source = tuple(reversed(composition)) + (x, eos)
+  else:
+    source = (x,) + tuple(composition) + (eos,)
+  return Example(source=source, target=tuple(outputs),
+                 gold_attention=gold_attention(len(composition),
+                                               reverse=reverse))
+
+
+def parse_source(source: Sequence[str], *,
+                 reverse: bool) -> Tuple[str, Composition]:
+  """Splits a source into (x, composition in application order).
+
+  Args:
+    source: source tokens, ending with the end-of-input token.
+    reverse: Reverse Lookup order.
+
+  Returns:
+    The input bit string and the table names in application order.
+  """
+  body = tuple(source[:-1])
+  if reverse:
+    return body[-1], tuple(reversed(body[:-1]))
+  return body[0], body[1:]
+
+
+# ----------------------------------------------------------------------------
+# Generation.
+# ----------------------------------------------------------------------------
+
+
+def bit_strings(n_bits: int) -> List[str]:
+  """All bit strings of length `n_bits` in lexicographic order."""
+  return [''.join(bits) for bits in itertools.product('01', repeat=n_bits)]
+
+
+def _nth_permutation(items: Sequence[str], index: int) -> List[str]:
+  """The `index`-th permutation of `items` in lexicographic order."""
+  pool = list(items)
+  out = []
+  for position in range(len(pool), 0, -1):
+    block = math.factorial(position - 1)
+    digit, index = divmod(index, block)
+    out.append(pool.pop(digit))
+  return out
+
+
+def _check_seed(seed: int) -> int:
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    raise MonolocError(f'Lookup seed must be an integer, got {seed!r}')
+  if not 0 <= int(seed) < 2**32:
+    raise MonolocError(f'Lookup seed must be in [0, 2**32), got {seed}')
+  return int(seed)
+
+
+def make_tables(seed: int, config: LookupConfig = DEFAULT_CONFIG) -> Tables:
+  """Draws the random bijections `t1 … tN`.
+
+  The draw follows the reference generator (distinct permutations of the
+  lexicographically ordered inputs, chosen by NumPy's legacy `RandomState`
+  seeded with `seed`), so seed 123 gives exactly the reference data's tables.
+
+  Args:
+    seed: random seed.
+    config: generator settings.
+
+  Returns:
+    Mapping from table name to its input -> output dictionary.
+  """
+  seed = _check_seed(seed)
+  inputs = bit_strings(config.n_bits)
+  n_perms = math.factorial(len(inputs))
+  # Legacy `choice(n, size, replace=False)` is `permutation(n)[:size]`.
+  chosen = np.random.RandomState(seed).permutation(n_perms)[:config.n_tables]
+  return {
+      f't{i + 1}': dict(zip(inputs, _nth_permutation(inputs, int(index))))
+      for i, index in enumerate(chosen)
+  }
+
+
+def _largest_remainder(sizes: Sequence[int], total: int) -> List[int]:
+  """Integer quotas proportional to `sizes` that sum to `total`."""
+  n = sum(sizes)
+  exact = [s * total / n for s in sizes]
+  quotas = [math.floor(e) for e in exact]
+  order = sorted(range(len(sizes)), key=lambda i: (quotas[i] - exact[i], i))
+  for i in order[:total - sum(quotas)]:
+    quotas[i] += 1
+  return quotas
+
+
+def _stratified_split(rows: Sequence[Tuple[str, Composition]],
+                      fraction: float, rng: random.Random):
+  """Splits rows into (kept, held) with `held` ≈ `fraction` of every stratum.
+
+  Strata are (composition length, set of tables used), as the reference's
+  stratified `train_test_split`; the held size is ceil(fraction × len(rows)).
+  """
+  strata: Dict[Tuple[int, Tuple[str, ...]], List[int]] = {}
+  for i, (_, comp) in enumerate(rows):
+    strata.setdefault((len(comp), tuple(sorted(set(comp)))), []).append(i)
+  keys = sorted(strata)
+  quotas = _largest_remainder([len(strata[k]) for k in keys],
+                              math.ceil(fraction * len(rows)))
+  held = set()
+  for key, quota in zip(keys, quotas):
+    held.update(rng.sample(strata[key], quota))
+  kept = [r for i, r in enumerate(rows) if i not in held]
+  return kept, [rows[i] for i in sorted(held)]
+
+
+def generate_files(*, reverse: bool, seed: int,
+                   config: LookupConfig = DEFAULT_CONFIG
+                   ) -> Dict[str, List[Example]]:
+  """Generates the raw Lookup files in memory (deterministic in `seed`).
+
+  Args:
+    reverse: Reverse Lookup order of the sources.
+    seed: random seed (123 reproduces the reference tables).
+    config: generator settings.
+
+  Returns:
+    Mapping from the reference file stems (`FILE_NAMES`) plus
+    `heldout_compositions` to shuffled lists of examples.
+  """
+  tables = make_tables(seed, config)
+  names = list(tables)
+  seen = names[:config.n_tables - config.n_heldout_tables]
+  inputs = bit_strings(config.n_bits)
+  rng = random.Random(f'monoloc-lookup-v{GENERATOR_VERSION}/{seed}')
+  longest = config.max_composition_train
+
+  unary = [(x, (t,)) for t in names for x in inputs]
+  shorter = [(x, comp) for length in range(2, longest)
+             for comp in itertools.product(seen, repeat=length)
+             for x in inputs]
+  longest_comps = list(itertools.product(seen, repeat=longest))
+  rng.shuffle(longest_comps)
+  n_held = config.n_heldout_compositions
+  heldout_comps = longest_comps[len(longest_comps) - n_held:]
+  longest_comps = longest_comps[:len(longest_comps) - n_held]
+  heldout_inputs, longest_rows = [], []
+  for comp in longest_comps:
+    held = set(rng.sample(inputs, config.n_heldout_inputs))
+    for x in inputs:
+      (heldout_inputs if x in held else longest_rows).append((x, comp))
+  train_multi, validation = _stratified_split(
+      shorter + longest_rows, config.validation_size, rng)
+  raw = {
+      'train': unary + train_multi,
+      'validation': validation,
+      'heldout_inputs': heldout_inputs,
+      'heldout_compositions': [(x, c) for c in heldout_comps for x in inputs],
+  }
+
+  # Longer compositions: extend the previous level by one table applied last.
+  n_keep = round(config.bound_test / len(inputs))
+  previous = list(itertools.product(seen, repeat=longest))
+  for k in range(1, config.n_longer + 1):
+    candidates = [comp + (t,) for comp in previous for t in seen]
+    if len(candidates) > n_keep:
+      candidates = rng.sample(candidates, n_keep)
+    raw[f'longer_seen_{k}'] = [(x, c) for c in candidates for x in inputs]
+    previous = candidates
+
+  files = {}
+  for name, rows in raw.items():
+    rows = list(rows)
+    rng.shuffle(rows)
+    if name.startswith('longer_seen_'):
+      rows = rows[:config.bound_test]
+    files[name] = [make_example(x, comp, tables, reverse=reverse,
+                                eos=config.eos) for x, comp in rows]
+  return files
+
+
+# ----------------------------------------------------------------------------
+# Reading the reference layout.
+# ----------------------------------------------------------------------------
+
+
+def _parse_line(path: pathlib.Path, number: int, line: str, *, reverse: bool,
+                eos: str) -> Example:
+  """Parses and checks one `source<TAB>target[<TAB>attention]` line."""
+  columns = line.split('\t')
+  if len(columns) not in (2, 3):
+    raise readers.malformed(
+        path, number, f'expected 2 or 3 tab-separated columns '
+        f'(source, target[, attention]), got {len(columns)}: '
+        f'{readers.quote_line(line)}')
+  source = tuple(columns[0].split())
+  target = tuple(columns[1].split())
+  if len(source) < 3 or source[-1] != eos:
+    raise readers.malformed(
+        path, number, f'source must be at least an input, a table and '
+        f'{eos!r}, ending with {eos!r}: {readers.quote_line(columns[0])}')
+  n_tables = len(source) - 2
+  if len(target) != n_tables + 1:
+    raise readers.malformed(
+        path, number, f'target has {len(target)} tokens, expected '
+        f'{n_tables + 1} (input + one per table): '
+        f'{readers.quote_line(line)}')
+  x, _ = parse_source(source, reverse=reverse)
+  if x != target[0]:
+    order = 'reverse (t_c t_b t_a x .)' if reverse else 'forward (x t_a t_b .)'
+    raise readers.malformed(
+        path, number, f'the target must start with the input {x!r} of a '
+        f'{order} source (wrong direction?): {readers.quote_line(line)}')
+  attention = gold_attention(n_tables, reverse=reverse)
+  if len(columns) == 3:
+    try:
+      attention = tuple(int(a) for a in columns[2].split())
+    except ValueError:
+      raise readers.malformed(
+          path, number, f'attention column must hold integers: '
+          f'{readers.quote_line(columns[2])}') from None
+    if (len(attention) != len(target) + 1 or
+        not all(0 <= a < len(source) for a in attention)):
+      raise readers.malformed(
+          path, number, f'attention column must hold {len(target) + 1} '
+          f'source positions in [0, {len(source)}): '
+          f'{readers.quote_line(columns[2])}')
+  return Example(source=source, target=target, gold_attention=attention)
+
+
+def _check_direction(data_dir: pathlib.Path, reverse: bool) -> None:
+  """Fails early when generation_arguments.txt says the other direction."""
+  path = data_dir / 'generation_arguments.txt'
+  if not path.is_file():
+    return
+  for _, line in readers.iter_lines(path):
+    key, _, value = line.partition('=')
+    if key.strip() == 'reverse' and value.strip() in ('True', 'False'):
+      if (value.strip() == 'True') != reverse:
+        raise MonolocError(
+            f'{_TASK}: {os.fspath(data_dir)!r} holds reverse={value.strip()} '
+            f'data (see {path.name}) but reverse={reverse} was requested')
+
+
+def read_file(data_dir: os.PathLike, name: str, *, reverse: bool,
+              config: LookupConfig = DEFAULT_CONFIG) -> List[Example]:
+  """Reads one reference file `<data_dir>/<name>.tsv`.
+
+  Args:
+    data_dir: directory in the reference layout.
+    name: file stem, one of `FILE_NAMES`.
+    reverse: whether the data is Reverse Lookup.
+    config: generator settings (only `eos` is used).
+
+  Returns:
+    The examples in file order. Gold attention comes from the third column
+    when present, else from the rule (see the module docstring).
+
+  Raises:
+    MonolocError: missing/empty directory or file, or a malformed line.
+  """
+  directory = readers.require_dir(
+      data_dir, task=f'{_TASK} ({"reverse" if reverse else "forward"})',
+      expected=_EXPECTED_FILES)
+  _check_direction(directory, reverse)
+  path = readers.require_file(
+      directory / f'{name}.tsv', task=_TASK,
+      hint=f'a Long Lookup Tables directory holds {", ".join(_EXPECTED_FILES)}')
+  return [_parse_line(path, number, line, reverse=reverse, eos=config.eos)
+          for number, line in readers.iter_lines(path)]
+
+
+def read_files(data_dir: os.PathLike, *, reverse: bool,
+               config: LookupConfig = DEFAULT_CONFIG
+               ) -> Dict[str, List[Example]]:
+  """Reads every file of `FILE_NAMES` from a reference-layout directory."""
+  return {name: read_file(data_dir, name, reverse=reverse, config=config)
+          for name in FILE_NAMES}
+
+
+# ----------------------------------------------------------------------------
+# Paper splits.
+# ----------------------------------------------------------------------------
+
+FileGetter = Callable[[str], List[Example]]
+
+
+def dev_long_indices(n_rows: int, seed: int,
+                     config: LookupConfig = DEFAULT_CONFIG) -> List[int]:
+  """Sorted indices of the longer_seen_1 rows that go to the dev split."""
+  rng = random.Random(f'monoloc-lookup-dev/{seed}')
+  return sorted(rng.sample(range(n_rows), min(config.n_dev_long, n_rows)))
+
+
+def _dev(get: FileGetter, seed: int, config: LookupConfig) -> List[Example]:
+  long1 = get('longer_seen_1')
+  picked = dev_long_indices(len(long1), seed, config)
+  return get('validation') + [long1[i] for i in picked]
+
+
+def _test_long1(get: FileGetter, seed: int,
+                config: LookupConfig) -> List[Example]:
+  long1 = get('longer_seen_1')
+  picked = set(dev_long_indices(len(long1), seed, config))
+  return [ex for i, ex in enumerate(long1) if i not in picked]
+
+
+def _file(name: str) -> Callable[[FileGetter, int, LookupConfig],
+                                 List[Example]]:
+  """A split builder that returns one raw file unchanged."""
+  def build(get: FileGetter, seed: int,
+            config: LookupConfig) -> List[Example]:
+    del seed, config  # Unused.
+    return get(name)
+  return build
+
+
+_SPLIT_BUILDERS: Mapping[str, Callable[[FileGetter, int, LookupConfig],
+                                       List[Example]]] = {
+    'train': _file('train'),
+    'dev': _dev,
+    'test_iid': _file('heldout_inputs'),
+    'test_long1': _test_long1,
+    'test_long2': _file('longer_seen_2'),
+    'test_long3': _file('longer_seen_3'),
+    'test_long4': _file('longer_seen_4'),
+    'test_long5': _file('longer_seen_5'),
+}
+assert tuple(_SPLIT_BUILDERS) == SPLITS
+
+
+def load_split(split: str, *, reverse: bool, seed: int,
+               data_dir: Optional[str],
+               config: LookupConfig = DEFAULT_CONFIG) -> List[Example]:
+  """Loads one paper split of Lookup (reverse=False) or Reverse Lookup.
+
+  Args:
+    split: one of `SPLITS`.
+    reverse: Reverse Lookup.
+    seed: generator seed (data_dir=None) and, in both modes, the seed that
+      picks the 500 longer_seen_1 rows moved to `dev`.
+    data_dir: None to generate in code; else a directory in the reference
+      layout (train.tsv, validation.tsv, heldout_inputs.tsv,
+      longer_seen_{1..5}.tsv).
+    config: generator settings.
+
+  Returns:
+    The split's examples, each with gold attention.
+
+  Raises:
+    MonolocError: unknown split, bad seed, or unreadable data.
+  """
+  if split not in _SPLIT_BUILDERS:
+    raise unknown_name('Lookup split', split, SPLITS)
+  seed = _check_seed(seed)
+  if data_dir is None:
+    files = generate_files(reverse=reverse, seed=seed, config=config)
+    get = files.__getitem__
+  else:
+    def get(name: str) -> List[Example]:
+      return read_file(data_dir, name, reverse=reverse, config=config)
+  return _SPLIT_BUILDERS[split](get, seed, config)
