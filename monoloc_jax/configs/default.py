@@ -1,0 +1,44 @@
+"""The paper's protocol (SPEC §4; App. E) for the small digit/lookup/SCAN models."""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  """Every setting of a run, with the paper's defaults."""
+  c = ml_collections.ConfigDict()
+  # What to train.
+  c.task = 'reverse_copy'
+  c.model = 'onestep'
+  c.data_dir = ''            # SCAN / CFQ / reference Lookup files; '' = generate in code
+  c.data_seed = 0            # seed of generated data (Lookup: 123 reproduces the reference tables)
+  c.seed = 0                 # first model seed
+  c.seeds = 1                # number of seeds, trained together in one vmapped program
+  c.train_size = 0           # use only the first N training samples (0 = all)
+  c.eval_size = 0            # use only the first N samples of dev and test splits (0 = all)
+  c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100'
+
+  # Model (SPEC §1).
+  c.embed_dim = 64
+  c.hidden_dim = 128
+  c.value_dim = 128
+  c.num_layers = 1
+  c.dropout = 0.5
+  c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
+  c.min_sigma = 0.27
+
+  # Optimisation (SPEC §4).
+  c.learning_rate = 1e-3
+  c.weight_decay = 0.0
+  c.grad_clip = 5.0
+  c.batch_size = 32
+  c.eval_batch_size = 256
+  c.lr_factor = 0.5
+  c.lr_patience = 4
+  c.early_stop_patience = 50
+  c.improvement_tolerance = 0.001
+  c.max_epochs = 100
+  c.dev_metric = 'greedy'    # or 'teacher_forced' (the reference code's)
+  c.bucket_batches = True    # group training batches by target length
+
+  c.progress = True
+  return c

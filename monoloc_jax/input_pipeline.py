@@ -1,0 +1,168 @@
+"""Encoding and length-bucketed batching.
+
+Every batch is padded to a shape drawn from the small fixed set `BUCKETS`, so
+XLA compiles a handful of programs, not one per batch.
+
+Training batches for several seeds at once (the vmapped multi-seed trainer)
+must share one shape per step. So the *schedule* of buckets in an epoch (which
+target-length bucket comes next) depends only on (schedule_seed, epoch), while
+*which examples* fill each batch depends on (seed, epoch). A single-seed run of
+seed s therefore sees exactly the batches seed s sees in a vmapped run.
+"""
+
+import dataclasses
+import math
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from monoloc_jax.tasks.types import Example
+from monoloc_jax.vocab import Vocabulary
+
+# Padded lengths. Beyond the table, lengths round up to a multiple of 256.
+BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+                            768, 1024)
+
+
+def bucket_length(n: int) -> int:
+  """The smallest bucket >= n."""
+  for b in BUCKETS:
+    if n <= b:
+      return b
+  return int(math.ceil(n / 256) * 256)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedSplit:
+  """A split as padded id arrays (pad id 0).
+
+  src: [n, N] source ids; src_len: [n].
+  tgt: [n, T] target ids with `<eos>` appended; tgt_len: [n] (incl. `<eos>`).
+  gold: [n, T] gold attention source index per target token (-1 = none), or None.
+  n_unk: source/target tokens mapped to `<unk>` (not in the training vocabulary).
+  """
+  src: np.ndarray
+  src_len: np.ndarray
+  tgt: np.ndarray
+  tgt_len: np.ndarray
+  gold: Optional[np.ndarray]
+  n_unk: int
+
+  def __len__(self) -> int:
+    return len(self.src_len)
+
+
+def _pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> np.ndarray:
+  out = np.full((len(rows), max(width, 1)), value, np.int32)
+  for i, row in enumerate(rows):
+    out[i, :len(row)] = row
+  return out
+
+
+def encode_split(examples: Sequence[Example], vocab: Vocabulary) -> EncodedSplit:
+  """Token ids for a list of Examples; targets get `<eos>`."""
+  enc = vocab.encode_examples(examples, target_eos=True)
+  src_len = np.array([len(s) for s in enc.sources], np.int32)
+  tgt_len = np.array([len(t) for t in enc.targets], np.int32)
+  gold = None
+  if examples and all(getattr(e, 'gold_attention', None) is not None for e in examples):
+    gold = _pad([e.gold_attention for e in examples], int(tgt_len.max()), -1)
+  return EncodedSplit(_pad(enc.sources, int(src_len.max(initial=1))), src_len,
+                      _pad(enc.targets, int(tgt_len.max(initial=1))), tgt_len,
+                      gold, enc.n_unk)
+
+
+class Batch(NamedTuple):
+  """A padded batch. Leading axes: [seeds, B] for training, [B] for evaluation.
+
+  src [.., N], src_len [..], tgt_in [.., T] (`<sos>` y_1 .. y_{T-1}),
+  tgt_out [.., T] (y_1 .. `<eos>`, pad elsewhere, incl. filler rows).
+  """
+  src: np.ndarray
+  src_len: np.ndarray
+  tgt_in: np.ndarray
+  tgt_out: np.ndarray
+
+
+def _make_batch(split: EncodedSplit, idx: np.ndarray, src_width: int,
+                tgt_width: int, sos_id: int) -> Batch:
+  """Rows `idx` (-1 = filler row that carries no loss) padded to the given widths."""
+  real = idx >= 0
+  safe = np.where(real, idx, 0)
+  src = np.zeros((len(idx), src_width), np.int32)
+  n = min(src_width, split.src.shape[1])
+  src[:, :n] = split.src[safe, :n]
+  tgt_out = np.zeros((len(idx), tgt_width), np.int32)
+  n = min(tgt_width, split.tgt.shape[1])
+  tgt_out[:, :n] = split.tgt[safe, :n]
+  tgt_out[~real] = 0
+  tgt_in = np.concatenate([np.full((len(idx), 1), sos_id, np.int32), tgt_out[:, :-1]], 1)
+  return Batch(src, split.src_len[safe], tgt_in, tgt_out)
+
+
+def num_train_steps(split: EncodedSplit, batch_size: int, bucketed: bool = True) -> int:
+  """Steps per epoch (the same for every seed)."""
+  keys = _train_bucket_keys(split, bucketed)
+  return int(sum(math.ceil(c / batch_size) for c in np.unique(keys, return_counts=True)[1]))
+
+
+def _train_bucket_keys(split: EncodedSplit, bucketed: bool) -> np.ndarray:
+  if not bucketed:
+    return np.zeros(len(split), np.int32)
+  return np.array([bucket_length(int(n)) for n in split.tgt_len], np.int32)
+
+
+def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
+                  epoch: int, schedule_seed: int, sos_id: int,
+                  bucketed: bool = True) -> Iterator[Batch]:
+  """One epoch of training batches for several seeds, stacked on axis 0.
+
+  Examples are grouped by target-length bucket (or one group, when not
+  `bucketed`); each seed shuffles each group with its own generator
+  (seed, epoch); the order in which groups take turns is shuffled with
+  (schedule_seed, epoch) and is shared by all seeds. A group's last batch is
+  completed with filler rows that carry no loss.
+  """
+  keys = _train_bucket_keys(split, bucketed)
+  groups = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
+  src_width = bucket_length(int(split.src_len.max()))
+  schedule = np.concatenate([np.full(math.ceil(len(ix) / batch_size), k)
+                             for k, ix in sorted(groups.items())])
+  np.random.default_rng([schedule_seed, epoch, 7]).shuffle(schedule)
+  # Per seed and group: a shuffled index list padded with -1 to whole batches.
+  plans = []
+  for seed in seeds:
+    rng = np.random.default_rng([seed, epoch])
+    plan = {}
+    for k, ix in sorted(groups.items()):
+      perm = rng.permutation(ix)
+      pad = (-len(perm)) % batch_size
+      plan[k] = np.concatenate([perm, np.full(pad, -1)]).reshape(-1, batch_size)
+    plans.append(plan)
+  cursor = {k: 0 for k in groups}
+  for k in schedule:
+    k = int(k)
+    tgt_width = bucket_length(int(split.tgt_len[groups[k]].max()))
+    batches = [_make_batch(split, plan[k][cursor[k]], src_width, tgt_width, sos_id)
+               for plan in plans]
+    cursor[k] += 1
+    yield Batch(*(np.stack(parts) for parts in zip(*batches)))
+
+
+def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int
+                 ) -> List[Tuple[np.ndarray, Batch, int]]:
+  """Evaluation batches sorted by length: (example indices, batch, decode steps).
+
+  Every batch has exactly `batch_size` rows (filler rows repeat row 0 and are
+  dropped by the caller via the indices), source width and decode steps are
+  bucketed, so a whole split compiles a few programs.
+  """
+  order = np.lexsort((split.src_len, split.tgt_len))
+  out = []
+  for start in range(0, len(order), batch_size):
+    idx = order[start:start + batch_size]
+    padded = np.concatenate([idx, np.full(batch_size - len(idx), -1)])
+    src_width = bucket_length(int(split.src_len[idx].max()))
+    steps = bucket_length(int(split.tgt_len[idx].max()))
+    out.append((idx, _make_batch(split, padded, src_width, steps, sos_id), steps))
+  return out

@@ -1,0 +1,108 @@
+"""Command-line launcher (installed as `monoloc-train`; also `python experiments/main.py`).
+
+  monoloc-train --task=reverse_copy --model=onestep --seeds=5 --workdir=/tmp/run
+  monoloc-train --config=monoloc_jax/configs/quick.py --workdir=/tmp/quick
+  monoloc-train --config.max_epochs=20 --config.learning_rate=5e-4 ...
+  monoloc-train --mode=evaluate --workdir=/tmp/run
+  monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3 4 5" --inputs="9 8 7"
+
+The common choices are plain flags; every other setting is a field of the
+ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
+"""
+
+import os
+import pathlib
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from monoloc_jax import errors
+from monoloc_jax import tasks
+from monoloc_jax import variants
+
+_DEFAULT_CONFIG = str(pathlib.Path(__file__).parent / 'configs' / 'default.py')
+
+config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'Training configuration file.',
+                                lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, logs and results.')
+_MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict'],
+                          'train (resumes if the workdir has a checkpoint), evaluate, predict.')
+_TASK = flags.DEFINE_enum('task', None, list(tasks.TASKS), 'Task slug (overrides config.task).')
+_MODEL = flags.DEFINE_enum('model', None, list(variants.MODEL_NAMES),
+                           'Attention variant slug (overrides config.model).')
+_SEEDS = flags.DEFINE_integer('seeds', None, 'Number of seeds trained together (vmapped).',
+                              lower_bound=1)
+_DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lookup files).')
+_INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
+
+
+def _enable_compilation_cache() -> None:
+  """XLA's persistent compilation cache: later runs skip most compile time."""
+  import jax  # pylint: disable=g-import-not-at-top
+  cache = os.environ.get('MONOLOC_XLA_CACHE',
+                         str(pathlib.Path.home() / '.cache' / 'monoloc_jax' / 'xla'))
+  if cache:
+    jax.config.update('jax_compilation_cache_dir', cache)
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+
+
+def _run(argv) -> None:
+  if len(argv) > 1:
+    raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}; "
+                              'settings are flags, e.g. --task=copy')
+  if not _WORKDIR.value:
+    raise errors.MonolocError('--workdir is required')
+  _enable_compilation_cache()
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  if _MODE.value == 'evaluate':
+    results = train.evaluate(_WORKDIR.value)
+    import ml_collections  # pylint: disable=g-import-not-at-top
+    print(train.format_table(results['test'], ml_collections.ConfigDict(results['config'])))
+    return
+  if _MODE.value == 'predict':
+    if not _INPUTS.value:
+      raise errors.MonolocError('--mode=predict needs at least one --inputs="tokens ..."')
+    for text, (output, positions) in zip(_INPUTS.value, train.predict(_WORKDIR.value,
+                                                                       _INPUTS.value)):
+      print(f'input : {text}')
+      print(f"output: {' '.join(output)}")
+      src = text.split()
+      names = ['START'] + src + ['END']
+      print('attends: ' + ' '.join(f'{tok}@{p}({names[p + 1] if -1 <= p <= len(src) else "?"})'
+                                   for tok, p in zip(list(output) + ['<eos>'], positions)))
+    return
+  config = flags.FLAGS.config
+  with config.unlocked():
+    for field, flag in (('task', _TASK), ('model', _MODEL), ('seeds', _SEEDS),
+                        ('data_dir', _DATA_DIR)):
+      if flag.value is not None:
+        config[field] = flag.value
+  results = train.train_and_evaluate(config, _WORKDIR.value)
+  print(train.format_table(results['test'], config))
+  print(f"wall time {results['wall_time_s']:.1f}s; results in "
+        f"{pathlib.Path(_WORKDIR.value) / 'results.json'}")
+
+
+def main(argv) -> None:
+  logging.set_verbosity(logging.WARNING)
+  try:
+    _run(argv)
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  except KeyboardInterrupt:
+    print('interrupted; rerun the same command to resume from the last checkpoint',
+          file=sys.stderr)
+    sys.exit(130)
+
+
+def run() -> None:
+  """Console-script entry point."""
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
