@@ -342,6 +342,14 @@ def _stack_where(mask: np.ndarray, new, old):
       lambda a, b: jnp.where(mask.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)
 
 
+def _truncate_history(path: pathlib.Path, epoch: int) -> None:
+  """Drops history lines of epochs after `epoch` (written before a crash, not checkpointed)."""
+  if path.exists():
+    lines = [l for l in path.read_text().splitlines()
+             if l.strip() and json.loads(l)['epoch'] <= epoch]
+    path.write_text(''.join(l + '\n' for l in lines))
+
+
 def format_table(results: Dict[str, Any], config) -> str:
   """The printed length-generalization table."""
   rows = [f"{variants.DISPLAY_NAMES[config.model]} on {config.task}, "
@@ -394,6 +402,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Dict[
     tracker = Tracker.from_tree(restored['tracker'])
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
+    _truncate_history(workdir / 'metrics.jsonl', tracker.epoch)
 
   steps_per_epoch = ip.num_train_steps(data.train, config.batch_size, config.bucket_batches)
   history_path = workdir / 'metrics.jsonl'
@@ -412,23 +421,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Dict[
     if (bad >= 0).any():
       seed_i = int(np.argmax(bad >= 0))
       step_in_epoch = int(bad[seed_i]) - epoch * steps_per_epoch + 1
+      kept = (f'the last good checkpoint (epoch {epoch}) is kept in {ckpt.directory}'
+              if ckpt.latest_epoch() is not None else 'no epoch had finished, so no checkpoint')
       raise errors.MonolocError(
-          f'non-finite loss at epoch {epoch + 1}, step {step_in_epoch} (seed {seeds[seed_i]}); '
-          f'training stopped; the last good checkpoint (epoch {epoch}) is kept in {ckpt.directory}')
+          f'non-finite loss at epoch {epoch + 1}, step {step_in_epoch} '
+          f'(seed {seeds[seed_i]}); training stopped; {kept}')
     train_s = time.time() - t0
     train_time += train_s
     dev_acc = dev_accuracy(programs, state.params, data, config)
     was_stopped = tracker.stopped.copy()
     improved = tracker.update(dev_acc, config)
     best_params = _stack_where(improved, state.params, best_params)
-    ckpt.save(tracker.epoch, {'state': state, 'best_params': best_params,
-                              'tracker': tracker.to_tree()})
     record = {'epoch': tracker.epoch, 'loss': (loss_sum / np.maximum(tokens, 1)).tolist(),
               'dev_accuracy': (100 * dev_acc).tolist(), 'lr': tracker.lr.tolist(),
               'improved': improved.tolist(), 'stopped': (tracker.stopped & ~was_stopped).tolist(),
               'train_s': train_s, 'epoch_s': time.time() - t0}
     with history_path.open('a') as f:
       f.write(json.dumps(record) + '\n')
+    ckpt.save(tracker.epoch, {'state': state, 'best_params': best_params,
+                              'tracker': tracker.to_tree()})
     logging.info('epoch %d  loss %s  dev acc %s  lr %s  %.1fs (train %.1fs)', tracker.epoch,
                  np.array2string(loss_sum / np.maximum(tokens, 1), precision=4),
                  np.array2string(100 * dev_acc, precision=2), tracker.lr, record['epoch_s'],

@@ -1,0 +1,186 @@
+"""Training, evaluation and launcher tests (issue 4). All on CPU, small and seeded."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from monoloc_jax import checkpointing
+from monoloc_jax import errors
+from monoloc_jax import train
+from monoloc_jax.configs import default
+
+
+def small_config(**overrides):
+  c = default.get_config()
+  c.task = 'copy'
+  c.model = 'onestep'
+  c.train_size = 600
+  c.eval_size = 100
+  c.max_epochs = 2
+  c.test_splits = 'test_15'
+  c.progress = False
+  c.update(overrides)
+  return c
+
+
+def history(workdir):
+  return [json.loads(l) for l in (pathlib.Path(workdir) / 'metrics.jsonl').read_text().splitlines()]
+
+
+def test_onestep_learns_copy_and_generalizes_to_length_30(tmp_path):
+  """A small seeded OneStepAttn run trained on lengths 5-10 reaches >= 99% at length 30."""
+  config = small_config(train_size=3000, eval_size=200, max_epochs=2,
+                        test_splits='test_30,test_100')
+  results = train.train_and_evaluate(config, str(tmp_path))
+  assert results['test']['test_30']['accuracy'] >= 99.0, results['test']
+  # results.json carries what the issue asks for.
+  saved = json.loads((tmp_path / 'results.json').read_text())
+  assert saved['test']['test_30']['accuracy'] == results['test']['test_30']['accuracy']
+  assert saved['wall_time_s'] > 0 and saved['versions']['jax']
+  # Evaluate-only mode re-scores the workdir with the same numbers.
+  again = train.evaluate(str(tmp_path))
+  assert again['test']['test_30']['accuracy'] == results['test']['test_30']['accuracy']
+  # Predict mode: a length-12 input is copied and attention walks one step at a time.
+  (output, positions), = train.predict(str(tmp_path), ['3 1 4 1 5 9 2 6 5 3 5 8'])
+  assert ' '.join(output) == '3 1 4 1 5 9 2 6 5 3 5 8'
+  assert positions[:12] == list(range(12))
+
+
+def test_vmapped_seeds_match_single_seed_runs(tmp_path):
+  """Two seeds in one vmapped program track two separate single-seed runs."""
+  config = small_config(train_size=800, max_epochs=2, seeds=2, seed=3)
+  train.train_and_evaluate(config, str(tmp_path / 'both'))
+  both = np.array([r['dev_accuracy'] for r in history(tmp_path / 'both')])   # [epochs, 2]
+  for i, seed in enumerate((3, 4)):
+    train.train_and_evaluate(small_config(train_size=800, max_epochs=2, seed=seed),
+                             str(tmp_path / f'single{seed}'))
+    single = np.array([r['dev_accuracy'][0] for r in history(tmp_path / f'single{seed}')])
+    np.testing.assert_allclose(both[:, i], single, atol=0.5)
+  # The two seeds really are different runs.
+  losses = np.array([r['loss'] for r in history(tmp_path / 'both')])
+  assert not np.allclose(losses[:, 0], losses[:, 1])
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+  config = small_config(max_epochs=3)
+  full = train.train_and_evaluate(config, str(tmp_path / 'full'))
+
+  original_save = checkpointing.Checkpointer.save
+
+  def save_then_die(self, epoch, tree):
+    original_save(self, epoch, tree)
+    if epoch == 1:
+      self.wait()
+      raise KeyboardInterrupt
+
+  monkeypatch.setattr(checkpointing.Checkpointer, 'save', save_then_die)
+  with pytest.raises(KeyboardInterrupt):
+    train.train_and_evaluate(config, str(tmp_path / 'cut'))
+  monkeypatch.setattr(checkpointing.Checkpointer, 'save', original_save)
+  resumed = train.train_and_evaluate(config, str(tmp_path / 'cut'))
+
+  assert resumed['epochs'] == full['epochs'] == 3
+  assert resumed['test']['test_15']['per_seed'] == full['test']['test_15']['per_seed']
+  cut, ref = history(tmp_path / 'cut'), history(tmp_path / 'full')
+  assert [r['epoch'] for r in cut] == [1, 2, 3]
+  np.testing.assert_allclose([r['loss'] for r in cut], [r['loss'] for r in ref], rtol=1e-6)
+  assert [r['dev_accuracy'] for r in cut] == [r['dev_accuracy'] for r in ref]
+
+
+def test_nan_loss_stops_with_epoch_and_step_and_keeps_last_checkpoint(tmp_path, monkeypatch):
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1), workdir)
+  # Resume the run (epoch 2) with a loss that is NaN from its first step.
+  real_loss = train.token_loss
+  def poisoned(logits, targets, pad_id):
+    total, count = real_loss(logits, targets, pad_id)
+    return total * jnp.nan, count
+  monkeypatch.setattr(train, 'token_loss', poisoned)
+  with pytest.raises(errors.MonolocError,
+                     match=r'non-finite loss at epoch 2, step 1 \(seed 0\); training stopped; '
+                           r'the last good checkpoint \(epoch 1\) is kept'):
+    train.train_and_evaluate(small_config(max_epochs=2), workdir)
+  assert checkpointing.Checkpointer(tmp_path / 'checkpoints').latest_epoch() == 1
+  assert [r['epoch'] for r in history(tmp_path)] == [1]
+
+
+def test_nan_in_first_epoch_says_no_checkpoint(tmp_path):
+  with pytest.raises(errors.MonolocError, match='non-finite loss at epoch 1.*no checkpoint'):
+    train.train_and_evaluate(small_config(learning_rate=1e30), str(tmp_path))
+
+
+def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1), workdir)
+  for f in (tmp_path / 'checkpoints').rglob('*'):
+    if f.is_file() and f.stat().st_size > 0 and 'state' in f.parts:
+      f.write_bytes(b'\x00garbage' * 4)
+  with pytest.raises(errors.MonolocError, match='checkpoint .* is corrupt or does not match'):
+    train.train_and_evaluate(small_config(max_epochs=2), workdir)
+
+
+@pytest.mark.parametrize('field, value, message', [
+    ('task', 'nope', "unknown task 'nope'; valid tasks: cfq_length, copy"),
+    ('model', 'nope', "unknown model 'nope'; valid models: bi_relative"),
+    ('learning_rate', -1.0, 'bad value for config.learning_rate: -1.0; it must be a positive'),
+    ('seeds', 0, 'bad value for config.seeds: 0'),
+    ('dev_metric', 'beam', "valid: greedy, teacher_forced"),
+    ('test_splits', 'test_7', "unknown test split 'test_7' for task 'copy'; valid: test_iid"),
+])
+def test_bad_config_values(tmp_path, field, value, message):
+  with pytest.raises(errors.MonolocError, match=message):
+    train.train_and_evaluate(small_config(**{field: value}), str(tmp_path))
+
+
+def test_scan_without_data_dir_is_a_clear_error(tmp_path):
+  with pytest.raises(errors.MonolocError, match='data'):
+    train.train_and_evaluate(small_config(task='scan_length', test_splits='paper'),
+                             str(tmp_path))
+
+
+def test_evaluate_and_predict_need_a_run_directory(tmp_path):
+  with pytest.raises(errors.MonolocError, match='not a monoloc_jax run directory'):
+    train.evaluate(str(tmp_path))
+  with pytest.raises(errors.MonolocError, match='not a monoloc_jax run directory'):
+    train.predict(str(tmp_path), ['1 2 3'])
+
+
+def _cli(*args):
+  return subprocess.run([sys.executable, '-m', 'monoloc_jax.main', *args],
+                        capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--task=nope'], 'copy'),                      # absl lists the enum's valid values
+    (['--model=nope'], 'onestep'),
+    (['--mode=nope'], 'train|evaluate|predict'),
+    (['--config.learning_rate=-1'], 'bad value for config.learning_rate'),
+    (['--config.max_epochs=abc'], 'max_epochs'),
+    ([], '--workdir is required'),
+])
+def test_cli_errors_are_one_line(tmp_path, args, message):
+  workdir = [] if not args else [f'--workdir={tmp_path}']
+  proc = _cli(*workdir, *args)
+  assert proc.returncode != 0
+  assert 'Traceback' not in proc.stderr
+  assert message in proc.stderr, proc.stderr
+
+
+def test_cli_trains_evaluates_and_predicts(tmp_path):
+  common = [f'--workdir={tmp_path}', '--task=copy', '--config.train_size=300',
+            '--config.eval_size=50', '--config.max_epochs=1', '--config.test_splits=test_15',
+            '--config.progress=False']
+  proc = _cli(*common)
+  assert proc.returncode == 0, proc.stderr
+  assert 'test_15' in proc.stdout and 'acc %' in proc.stdout
+  proc = _cli(f'--workdir={tmp_path}', '--mode=evaluate')
+  assert proc.returncode == 0 and 'test_15' in proc.stdout, proc.stderr
+  proc = _cli(f'--workdir={tmp_path}', '--mode=predict', '--inputs=1 2 3 4 5')
+  assert proc.returncode == 0, proc.stderr
+  assert 'output:' in proc.stdout and 'attends:' in proc.stdout
+  proc = _cli(f'--workdir={tmp_path}', '--mode=predict')
+  assert proc.returncode == 2 and 'needs at least one --inputs' in proc.stderr
