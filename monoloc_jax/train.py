@@ -513,29 +513,60 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
   return results
 
 
-def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0):
-  """Greedy-decodes whitespace-tokenised `inputs` with seed 0's best parameters.
+class Decoded(NamedTuple):
+  """One greedy decode, for inspection and plots.
 
-  Returns, per input, (output tokens, attended source position per output
-  token (argmax, 0-based source index; -1 = START, n = END), aux per step).
+  source/output: tokens (output cut at `<eos>`); attention: [len(output) + 1,
+  len(source) + 2] weights over START, the source tokens and END, one row per
+  output token and one for `<eos>`; aux: per-step values [len(output) + 1]
+  ('mu', 'sigma', 'step', 'mix' where the variant has them; mu and sigma in
+  normalised position units) and 'direction' (alpha_dir, a float).
   """
+  source: Tuple[str, ...]
+  output: Tuple[str, ...]
+  attention: np.ndarray
+  aux: Dict[str, Any]
+
+
+def decode_with_attention(workdir: str, inputs: Sequence[str], seed_index: int = 0,
+                          max_steps: int = 0) -> List[Decoded]:
+  """Greedy-decodes whitespace-tokenised `inputs` with one seed's best parameters."""
   config, vocab, programs, params = restore_for_eval(workdir)
-  params = jax.tree_util.tree_map(lambda x: x[:1], params)
+  if not 0 <= seed_index < config.seeds:
+    raise errors.MonolocError(f'seed_index {seed_index} out of range; the run has '
+                              f'{config.seeds} seed(s)')
+  params = jax.tree_util.tree_map(lambda x: x[seed_index:seed_index + 1], params)
+  model = make_model(config, vocab)
+  greedy = jax.jit(lambda p, src, n, steps: model.apply({'params': p}, src, n, steps,
+                                                        method=model.greedy),
+                   static_argnums=3)
   out = []
   for text in inputs:
     tokens = tuple(text.split())
     if not tokens:
-      raise errors.MonolocError('predict: an input is empty')
+      raise errors.MonolocError('an input to decode is empty')
     ids, n_unk = vocab.encode_with_unk_count(tokens)
     if n_unk:
       logging.warning('%d input tokens are not in the vocabulary and map to <unk>', n_unk)
     steps = max_steps or ip.bucket_length(5 * len(ids) + 10)
-    src = np.asarray([ids], np.int32)
-    tok, att = programs.greedy(params, src, np.asarray([len(ids)], np.int32), steps)
-    decoded = vocab.decode(np.asarray(tok)[0, 0].tolist())
-    positions = np.asarray(att)[0, 0, :len(decoded) + 1].argmax(-1) - 1
-    out.append((decoded, positions.tolist()))
+    one = jax.tree_util.tree_map(lambda x: x[0], params)
+    res = greedy(one, np.asarray([ids], np.int32), np.asarray([len(ids)], np.int32), steps)
+    decoded = vocab.decode(np.asarray(res.tokens)[0].tolist())
+    rows = min(len(decoded) + 1, steps)
+    aux = {k: np.asarray(v)[0, :rows] for k, v in res.aux.items() if k != 'direction'}
+    aux['direction'] = float(np.asarray(res.aux['direction'])[0])
+    out.append(Decoded(tokens, decoded, np.asarray(res.attention)[0, :rows, :len(ids) + 2], aux))
   return out
+
+
+def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0):
+  """Greedy-decodes `inputs` with seed 0's best parameters.
+
+  Returns, per input, (output tokens, attended source position per output
+  token and `<eos>`: the argmax, as a 0-based source index; -1 = START, n = END).
+  """
+  return [(d.output, (d.attention.argmax(-1) - 1).tolist())
+          for d in decode_with_attention(workdir, inputs, max_steps=max_steps)]
 
 
 def validate_config(config) -> None:
