@@ -1,0 +1,879 @@
+"""Tests of the pure attention and GRU kernels against NumPy transcriptions.
+
+Every reference below is written straight from SPEC.md §1-2 (the paper's
+equations), independently of `monoloc_jax.attention`: float64, explicit loops
+over batch and positions, `math` scalars. Inputs are float32 (what the library
+computes in); everything is compared to within 1e-5 (absolute and relative).
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from monoloc_jax import attention as A
+from monoloc_jax import rnn
+from monoloc_jax import variants
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def assert_close(actual, expected):
+  np.testing.assert_allclose(np.asarray(actual, np.float64),
+                             np.asarray(expected, np.float64), **TOL)
+
+
+def normal(rng, *shape, scale=1.0):
+  return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def uniform(rng, *shape, low=0.0, high=1.0):
+  return rng.uniform(low, high, shape).astype(np.float32)
+
+
+def f64(x):
+  return np.asarray(x, np.float64)
+
+
+# ===========================================================================
+# NumPy references (float64), one per equation of SPEC §1-2.
+# ===========================================================================
+def sig(v):
+  """Scalar logistic sigmoid, overflow-safe."""
+  if v >= 0:
+    return 1.0 / (1.0 + math.exp(-v))
+  e = math.exp(v)
+  return e / (1.0 + e)
+
+
+def relu(v):
+  return v if v > 0 else 0.0
+
+
+def elementwise(fn, *arrays):
+  arrays = np.broadcast_arrays(*[f64(a) for a in arrays])
+  out = np.empty(arrays[0].shape, np.float64)
+  for idx in np.ndindex(out.shape):
+    out[idx] = fn(*[float(a[idx]) for a in arrays])
+  return out
+
+
+def ref_softstair(x, tau=20.0):
+  """Eq. 14."""
+  def one(v):
+    fl = math.floor(v)
+    return fl + sig(tau * (v - fl - 0.5))
+  return elementwise(one, x)
+
+
+def ref_leaky_clamp(x, lower=0.0, upper=1.0, m=0.01):
+  """Eq. 8: max(lower + m x, min(upper + m x, x))."""
+  return elementwise(lambda v: max(lower + m * v, min(upper + m * v, v)), x)
+
+
+def ref_stepsize(s):
+  """Eq. 7: 1 / max(1, s - 1)."""
+  return 1.0 / max(1, int(s) - 1)
+
+
+def ref_positions(lengths, max_len):
+  """Eq. 7: norm(i) = i * stepsize, per example."""
+  out = np.zeros((len(lengths), max_len))
+  for b, s in enumerate(lengths):
+    for i in range(max_len):
+      out[b, i] = i * ref_stepsize(s)
+  return out
+
+
+def ref_sigma(raw, s, min_sigma=0.27):
+  """Eq. 10: (ReLU(raw) + min_sigma) / s."""
+  return (relu(float(raw)) + min_sigma) / float(s)
+
+
+def ref_gaussian(mu, sigma, positions, mask, eps=1e-20):
+  """Eq. 5-6, 9 for one row: masked Gaussian, normalised over valid positions."""
+  lam = np.zeros(len(positions))
+  for i, (p, valid) in enumerate(zip(positions, mask)):
+    if valid:
+      lam[i] = math.exp(-(float(p) - float(mu)) ** 2 / (2.0 * float(sigma) ** 2))
+  return lam / (lam.sum() + eps)
+
+
+def ref_masked_softmax(scores, mask):
+  """Softmax over the valid entries of one row; 0 elsewhere."""
+  valid = [i for i, m in enumerate(mask) if m]
+  top = max(float(scores[i]) for i in valid)
+  out = np.zeros(len(scores))
+  for i in valid:
+    out[i] = math.exp(float(scores[i]) - top)
+  return out / out.sum()
+
+
+def dot(u, v):
+  return sum(float(a) * float(b) for a, b in zip(u, v))
+
+
+def ref_content_scores(q, keys):
+  """Eq. 1 for one query: c_i = q . k_i / sqrt(D)."""
+  return np.array([dot(q, k) / math.sqrt(len(q)) for k in keys])
+
+
+def ref_sinusoid(p, dim):
+  """pe(p) = [sin(p w_0) .. sin(p w_{D/2-1}), cos(p w_0) .. cos(p w_{D/2-1})]."""
+  half = dim // 2
+  out = np.zeros(dim)
+  for j in range(half):
+    w = 10000.0 ** (-2.0 * j / dim)
+    out[j] = math.sin(float(p) * w)
+    out[half + j] = math.cos(float(p) * w)
+  return out
+
+
+def ref_relative_row(q, keys, pe, w_r, b1, b2):
+  """Eq. 3-4 for one query: (q+b1).k_i/sqrt(D) + (q+b2).(pe_i W_r)/sqrt(D)."""
+  d = len(q)
+  out = np.zeros(len(keys))
+  for i in range(len(keys)):
+    r = np.zeros(d)
+    for a in range(d):                     # r = pe_i @ W_r, written out
+      r += float(pe[i][a]) * f64(w_r[a])
+    out[i] = (dot(f64(q) + f64(b1), keys[i]) + dot(f64(q) + f64(b2), r)) / math.sqrt(d)
+  return out
+
+
+def ref_rotary_vector(x, p, base=10000.0):
+  """Rotates the pairs (x_j, x_{j+D/2}) by p * base^(-2j/D)."""
+  d = len(x)
+  half = d // 2
+  out = np.zeros(d)
+  for j in range(half):
+    theta = float(p) * base ** (-2.0 * j / d)
+    c, s = math.cos(theta), math.sin(theta)
+    out[j] = float(x[j]) * c - float(x[j + half]) * s
+    out[j + half] = float(x[j]) * s + float(x[j + half]) * c
+  return out
+
+
+def ref_reverse_valid(x, lengths):
+  """Reverses each row's first length entries; padding keeps its place."""
+  out = f64(x).copy()
+  for b, n in enumerate(lengths):
+    for i in range(int(n)):
+      out[b, i] = x[b, int(n) - 1 - i]
+  return out
+
+
+def ref_direction_mixing(e, lengths, alpha):
+  """Eq. 18: alpha e + (1 - alpha) e_rev."""
+  rev = ref_reverse_valid(e, lengths)
+  out = np.zeros(e.shape)
+  for b in range(e.shape[0]):
+    out[b] = float(alpha[b]) * f64(e[b]) + (1.0 - float(alpha[b])) * rev[b]
+  return out
+
+
+# Step activations of the SPEC §2.5 table, on scalars; g is the Mono gate.
+REF_STEPS = {
+    'sigmoid': lambda r, g: sig(5.0 * r),
+    'softstair': lambda r, g: float(ref_softstair(r)),
+    'relu': lambda r, g: relu(r),
+    'free': lambda r, g: r,
+    'mono': lambda r, g: g * sig(5.0 * r) + (1.0 - g) * relu(r),
+}
+
+
+def ref_mu(variant, rho, pa, ss, first, gate_logit=None, raw=False):
+  """The SPEC §2.5 mu table, row by row. Returns (mu, step) as floats.
+
+  raw=True skips the leaky clamp (to see which rows it changed).
+  """
+  def clamp(v):
+    return v if raw else float(ref_leaky_clamp(v))
+  r = [float(v) for v in rho]
+  pa, ss = float(pa), float(ss)
+  if variant == 'locattn':
+    step = float(ref_softstair(r[0]))
+    return clamp(step * ss + sig(r[1]) * pa + sig(r[2])), step
+  if variant == 'locattn_s':
+    step = float(ref_softstair(r[0]))
+    return clamp(step * ss + (sig(r[1]) if first else pa)), step
+  if variant == 'onestep':
+    step = sig(5.0 * r[0])
+    return pa + step * ss, step
+  if variant == 'mono':
+    g = sig(float(gate_logit))
+    step = g * sig(5.0 * r[0]) + (1.0 - g) * relu(r[0])
+    return pa + step * ss, step
+  if variant == 'rmono':
+    step = relu(r[0])
+    return pa + step * ss, step
+  if variant == 'onestep_minus_step2':
+    step = sig(5.0 * r[0])
+    return clamp(step * ss + sig(r[1]) * pa + sig(r[2])), step
+  if variant == 'onestep_minus_step3':
+    step = float(ref_softstair(r[0]))
+    return pa + step * ss, step
+  if variant == 'onestep_minus_sigmoid':
+    step = r[0]
+    return pa + step * ss, step
+  raise AssertionError(variant)
+
+
+# rho outputs each location variant reads (rho_1, rho_2, rho_3 of the table).
+NUM_RHO = {'locattn': 3, 'locattn_s': 2, 'onestep': 1, 'mono': 1, 'rmono': 1,
+           'onestep_minus_step2': 3, 'onestep_minus_step3': 1,
+           'onestep_minus_sigmoid': 1}
+CLAMPED = {'locattn', 'locattn_s', 'onestep_minus_step2'}
+
+
+def ref_attention_step(spec, params, keys, values, lengths, h, pa_prev, t):
+  """One decoder step (SPEC §2), composed from the references above.
+
+  keys are the projected (unrotated) keys k_i; t is the 0-based step t-1.
+  Returns (o [B, D], a [B, S], pa [B], aux dict of [B]).
+  """
+  p = {k: f64(v) for k, v in params.items()}
+  batch, n_pos, d = values.shape
+  out = np.zeros((batch, d))
+  weights = np.zeros((batch, n_pos))
+  pa_new = np.zeros(batch)
+  aux = {k: np.zeros(batch) for k in ('mu', 'sigma', 'step', 'mix')}
+  for b in range(batch):
+    s = int(lengths[b])
+    mask = [i < s for i in range(n_pos)]
+    ss = ref_stepsize(s)
+    norm = [i * ss for i in range(n_pos)]
+    hb = f64(h[b])
+    soft = None
+    if spec.scores is not None:
+      q = hb @ p['query']
+      if spec.scores == 'content':
+        c = ref_content_scores(q, keys[b])
+      elif spec.scores == 'relative':
+        pe = [ref_sinusoid(i - t, d) for i in range(n_pos)]
+        c = ref_relative_row(q, keys[b], pe, p['rel_kernel'], p['content_bias'],
+                             p['position_bias'])
+      else:  # rope: q rotated by its step, k_i by i
+        qr = ref_rotary_vector(q, t)
+        c = np.array([dot(qr, ref_rotary_vector(keys[b][i], i)) / math.sqrt(d)
+                      for i in range(n_pos)])
+      soft = ref_masked_softmax(c, mask)
+    a = pa_w = soft
+    if spec.location is not None:
+      loc = hb @ p['loc_kernel'] + p['loc_bias']
+      sigma = ref_sigma(dot(loc, p['sigma_kernel']) + float(p['sigma_bias']), s)
+      rho = loc @ p['rho_kernel']
+      mu, step = ref_mu(spec.location, rho, pa_prev[b], ss, t == 0,
+                        p.get('gate_logit'))
+      lam = ref_gaussian(mu, sigma, norm, mask)
+      aux['mu'][b], aux['sigma'][b], aux['step'][b] = mu, sigma, step
+      a = pa_w = lam
+      if spec.scores is not None:                     # Eq. 15-16
+        m = sig(dot(hb, p['mix_kernel']) + float(p['mix_bias']))
+        aux['mix'][b] = m
+        a = m * lam + (1.0 - m) * soft
+        pa_w = lam if spec.position_reference else a
+    weights[b] = a
+    pa_new[b] = sum(pa_w[i] * norm[i] for i in range(n_pos))
+    context = np.zeros(d)
+    for i in range(n_pos):
+      context += a[i] * f64(values[b, i])
+    out[b] = context @ p['out']                       # Eq. 2
+  return out, weights, pa_new, aux
+
+
+def ref_gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
+  """PyTorch nn.GRU cell; weights in PyTorch layout ([3H, in], gates r, z, n)."""
+  hid = len(h)
+  gi = f64(w_ih) @ f64(x) + f64(b_ih)
+  gh = f64(w_hh) @ f64(h) + f64(b_hh)
+  out = np.zeros(hid)
+  for j in range(hid):
+    r = sig(gi[j] + gh[j])
+    z = sig(gi[hid + j] + gh[hid + j])
+    n = math.tanh(gi[2 * hid + j] + r * gh[2 * hid + j])
+    out[j] = (1.0 - z) * n + z * float(h[j])
+  return out
+
+
+# ===========================================================================
+# Elementary kernels.
+# ===========================================================================
+SEEDS = [0, 1, 2]
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_softstair(seed):
+  rng = np.random.default_rng(seed)
+  x = uniform(rng, 5, 7, low=-3.0, high=3.0)
+  assert_close(A.softstair(x), ref_softstair(x))
+  assert_close(A.softstair(x, temperature=3.0), ref_softstair(x, tau=3.0))
+  # Near-integer valued away from the half-integers.
+  ints = np.array([-2.0, -1.0, 0.0, 1.0, 2.0], np.float32) + 0.1
+  assert np.all(np.abs(np.asarray(A.softstair(ints)) - np.floor(ints)) < 1e-3)
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_leaky_clamp(seed):
+  rng = np.random.default_rng(seed)
+  x = uniform(rng, 4, 9, low=-3.0, high=4.0)
+  assert_close(A.leaky_clamp(x), ref_leaky_clamp(x))
+  assert_close(A.leaky_clamp(x, lower=-0.5, upper=2.0, slope=0.1),
+               ref_leaky_clamp(x, lower=-0.5, upper=2.0, m=0.1))
+  inside = uniform(rng, 10, low=0.0, high=1.0)
+  assert_close(A.leaky_clamp(inside), inside)            # identity on [0, 1]
+
+
+@pytest.mark.parametrize('lengths,max_len', [
+    ([1, 2, 3, 7], 7), ([5, 1, 9], 12), ([2], 2), ([4, 4, 6, 1, 3], 8)])
+def test_stepsize_and_normalized_positions(lengths, max_len):
+  lengths = np.array(lengths, np.int32)
+  assert_close(A.stepsize(lengths), [ref_stepsize(s) for s in lengths])
+  pos = np.asarray(A.normalized_positions(lengths, max_len))
+  assert pos.shape == (len(lengths), max_len)
+  assert_close(pos, ref_positions(lengths, max_len))
+  for b, s in enumerate(lengths):                  # 0 ... 1 over the valid span
+    assert pos[b, 0] == 0.0
+    if s > 1:
+      assert_close(pos[b, s - 1], 1.0)
+  assert float(A.stepsize(np.int32(1))) == 1.0
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_location_sigma(seed):
+  rng = np.random.default_rng(seed)
+  raw = normal(rng, 6)
+  lengths = rng.integers(1, 12, 6).astype(np.int32)
+  expected = [ref_sigma(r, s) for r, s in zip(raw, lengths)]
+  assert_close(A.location_sigma(raw, lengths), expected)
+  expected = [ref_sigma(r, s, min_sigma=0.1) for r, s in zip(raw, lengths)]
+  assert_close(A.location_sigma(raw, lengths, min_sigma=0.1), expected)
+
+
+def ragged_location_inputs(rng, lengths, max_len):
+  lengths = np.array(lengths, np.int32)
+  positions = ref_positions(lengths, max_len).astype(np.float32)
+  mask = np.arange(max_len)[None, :] < lengths[:, None]
+  mu = uniform(rng, len(lengths), low=-0.1, high=1.1)
+  sigma = np.array([ref_sigma(r, s) for r, s in
+                    zip(normal(rng, len(lengths)), lengths)], np.float32)
+  return mu, sigma, positions, mask
+
+
+@pytest.mark.parametrize('seed,lengths,max_len', [
+    (0, [7, 3, 1, 5], 7), (1, [2, 10, 6], 11), (2, [4], 4), (3, [9, 9, 2, 5, 3], 10)])
+def test_gaussian_location_attention(seed, lengths, max_len):
+  rng = np.random.default_rng(seed)
+  mu, sigma, positions, mask = ragged_location_inputs(rng, lengths, max_len)
+  got = np.asarray(A.gaussian_location_attention(mu, sigma, positions, mask))
+  expected = np.stack([ref_gaussian(m, s, p, k)
+                       for m, s, p, k in zip(mu, sigma, positions, mask)])
+  assert_close(got, expected)
+  assert np.all(got[~mask] == 0.0)
+  assert_close(got.sum(-1), np.ones(len(lengths)))
+  # An arbitrary (non-prefix) mask.
+  holes = rng.random(positions.shape) < 0.6
+  holes[:, 0] = True
+  got = np.asarray(A.gaussian_location_attention(mu, sigma, positions, holes))
+  expected = np.stack([ref_gaussian(m, s, p, k)
+                       for m, s, p, k in zip(mu, sigma, positions, holes)])
+  assert_close(got, expected)
+  assert np.all(got[~holes] == 0.0)
+
+
+def test_gaussian_underflow_is_all_zero_not_nan():
+  positions = np.linspace(0, 1, 5, dtype=np.float32)[None]
+  got = np.asarray(A.gaussian_location_attention(
+      np.array([60.0], np.float32), np.array([0.01], np.float32), positions,
+      np.ones((1, 5), bool)))
+  assert np.all(np.isfinite(got)) and np.all(got == 0.0)
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_attended_position(seed):
+  rng = np.random.default_rng(seed)
+  w = uniform(rng, 4, 6)
+  pos = uniform(rng, 4, 6)
+  expected = [sum(float(a) * float(p) for a, p in zip(wr, pr)) for wr, pr in zip(w, pos)]
+  assert_close(A.attended_position(w, pos), expected)
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_masked_softmax(seed):
+  rng = np.random.default_rng(seed)
+  scores = normal(rng, 5, 8, scale=3.0)
+  mask = rng.random((5, 8)) < 0.5
+  mask[:, 2] = True
+  mask[0] = False
+  mask[0, 5] = True                              # a single valid position
+  got = np.asarray(A.masked_softmax(scores, mask))
+  assert_close(got, np.stack([ref_masked_softmax(s, m) for s, m in zip(scores, mask)]))
+  assert np.all(got[~mask] == 0.0)
+  assert got[0, 5] == 1.0
+
+
+@pytest.mark.parametrize('seed,dim', [(0, 8), (1, 16), (2, 128)])
+def test_content_scores(seed, dim):
+  rng = np.random.default_rng(seed)
+  q, k = normal(rng, 3, dim), normal(rng, 3, 5, dim)
+  expected = np.stack([ref_content_scores(q[b], k[b]) for b in range(3)])
+  assert_close(A.content_scores(q, k), expected)
+
+
+@pytest.mark.parametrize('dim', [8, 16, 128])
+def test_sinusoidal_embedding(dim):
+  positions = np.array([-12, -3, -1, 0, 1, 2, 7, 20], np.int32)
+  got = np.asarray(A.sinusoidal_embedding(positions, dim))
+  assert got.shape == (len(positions), dim)
+  assert_close(got, np.stack([ref_sinusoid(p, dim) for p in positions]))
+  # Layout [sin ..., cos ...]: position 0 gives zeros then ones.
+  assert_close(got[3], np.r_[np.zeros(dim // 2), np.ones(dim // 2)])
+  grid = np.array([[0, -1], [5, 3]], np.int32)            # any leading shape
+  assert np.asarray(A.sinusoidal_embedding(grid, dim)).shape == (2, 2, dim)
+
+
+@pytest.mark.parametrize('seed,dim,step,shared', [
+    (0, 8, 0, True), (1, 16, 3, False), (2, 32, 6, True)])
+def test_relative_scores(seed, dim, step, shared):
+  rng = np.random.default_rng(seed)
+  batch, n_pos = 3, 7
+  q, k = normal(rng, batch, dim), normal(rng, batch, n_pos, dim)
+  w_r = normal(rng, dim, dim, scale=dim ** -0.5)
+  b1, b2 = normal(rng, dim), normal(rng, dim)
+  pe = np.stack([ref_sinusoid(i - step, dim) for i in range(n_pos)]).astype(np.float32)
+  rel = pe if shared else np.broadcast_to(pe, (batch, n_pos, dim))
+  got = A.relative_scores(q, k, rel, w_r, b1, b2)
+  expected = np.stack([ref_relative_row(q[b], k[b], pe, w_r, b1, b2)
+                       for b in range(batch)])
+  assert_close(got, expected)
+
+
+@pytest.mark.parametrize('seed,dim', [(0, 8), (1, 16), (2, 128)])
+def test_rotary_embedding(seed, dim):
+  rng = np.random.default_rng(seed)
+  x = normal(rng, 2, 5, dim)
+  positions = np.arange(5)[None, :] * 3 - 4                # includes negatives
+  got = np.asarray(A.rotary_embedding(x, positions))
+  expected = np.zeros(x.shape)
+  for b in range(2):
+    for i in range(5):
+      expected[b, i] = ref_rotary_vector(x[b, i], positions[0, i])
+  assert_close(got, expected)
+  assert_close(A.rotary_embedding(x[0, 0], 7), ref_rotary_vector(x[0, 0], 7))
+  assert_close(A.rotary_embedding(x, positions, base=100.0)[1, 2],
+               ref_rotary_vector(x[1, 2], positions[0, 2], base=100.0))
+  # Norm preserving; scores depend only on the offset m - n.
+  assert_close(np.linalg.norm(got, axis=-1), np.linalg.norm(f64(x), axis=-1))
+  q, k = x[0, 0], x[1, 1]
+  scores = [float(jnp.dot(A.rotary_embedding(q, m), A.rotary_embedding(k, n)))
+            for m, n in [(2, 0), (5, 3), (11, 9), (0, -2)]]
+  assert_close(scores, np.full(4, scores[0]))
+  assert abs(scores[0] - float(jnp.dot(A.rotary_embedding(q, 3),
+                                       A.rotary_embedding(k, 0)))) > 1e-4
+
+
+@pytest.mark.parametrize('seed,lengths,n_pos', [
+    (0, [5, 2, 1, 4], 5), (1, [3, 7, 7], 9)])
+def test_reverse_valid(seed, lengths, n_pos):
+  rng = np.random.default_rng(seed)
+  lengths = np.array(lengths, np.int32)
+  for x in (normal(rng, len(lengths), n_pos), normal(rng, len(lengths), n_pos, 3)):
+    got = np.asarray(A.reverse_valid(x, lengths))
+    assert_close(got, ref_reverse_valid(x, lengths))
+    for b, n in enumerate(lengths):
+      np.testing.assert_array_equal(got[b, n:], x[b, n:])   # padding stays
+    np.testing.assert_array_equal(A.reverse_valid(got, lengths), x)
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_direction_gate_and_mixing(seed):
+  rng = np.random.default_rng(seed)
+  lengths = np.array([6, 2, 4], np.int32)
+  e = normal(rng, 3, 6, 5)
+  logit = normal(rng, 3)
+  alpha = np.asarray(A.direction_gate(logit))
+  assert_close(alpha, [sig(5.0 * float(v)) for v in logit])            # Eq. 17
+  assert_close(A.direction_gate(logit, scale=2.0), [sig(2.0 * float(v)) for v in logit])
+  assert_close(A.direction_mixing(e, lengths, alpha),
+               ref_direction_mixing(e, lengths, alpha))                # Eq. 18
+  assert_close(A.direction_mixing(e, lengths, np.ones(3, np.float32)), e)
+  assert_close(A.direction_mixing(e, lengths, np.zeros(3, np.float32)),
+               ref_reverse_valid(e, lengths))
+
+
+@pytest.mark.parametrize('seed', SEEDS)
+def test_content_mixing(seed):
+  rng = np.random.default_rng(seed)
+  loc, cont, m = uniform(rng, 4, 6), uniform(rng, 4, 6), uniform(rng, 4)
+  expected = np.zeros((4, 6))
+  for b in range(4):
+    for i in range(6):
+      expected[b, i] = float(m[b]) * float(loc[b, i]) + (1 - float(m[b])) * float(cont[b, i])
+  assert_close(A.content_mixing(loc, cont, m), expected)
+
+
+# ===========================================================================
+# Step activations, location rules and the mu table.
+# ===========================================================================
+@pytest.mark.parametrize('name', sorted(REF_STEPS))
+@pytest.mark.parametrize('gate_logit', [0.4, -20.0, 3.0])
+def test_step_activations(name, gate_logit):
+  rho = np.linspace(-3.0, 3.0, 41).astype(np.float32)
+  g = np.float32(gate_logit)
+  got = A.STEP_ACTIVATIONS[name](rho, g)
+  expected = [REF_STEPS[name](float(r), sig(float(g))) for r in rho]
+  assert_close(got, expected)
+
+
+def test_named_step_functions():
+  rho = np.linspace(-2.0, 2.0, 9).astype(np.float32)
+  assert_close(A.sigmoid_step(rho), [sig(5 * float(r)) for r in rho])
+  assert_close(A.softstair_step(rho), ref_softstair(rho))
+  assert_close(A.relu_step(rho), [relu(float(r)) for r in rho])
+  assert_close(A.free_step(rho), rho)
+  assert_close(A.mono_step(rho, np.float32(0.0)),
+               [0.5 * sig(5 * float(r)) + 0.5 * relu(float(r)) for r in rho])
+
+
+def test_location_rules_registry():
+  assert set(A.LOCATION_RULES) == set(NUM_RHO)
+  for name, rule in A.LOCATION_RULES.items():
+    assert rule.num_rho == NUM_RHO[name], name
+    assert rule.clamp == (name in CLAMPED), name
+    assert rule.has_gate == (name == 'mono'), name
+
+
+@pytest.mark.parametrize('name', sorted(NUM_RHO))
+@pytest.mark.parametrize('first', [True, False])
+@pytest.mark.parametrize('seed', [0, 1])
+def test_location_mu_matches_table(name, first, seed):
+  rng = np.random.default_rng(seed)
+  batch = 64
+  rule = A.LOCATION_RULES[name]
+  rho = normal(rng, batch, rule.num_rho, scale=2.0)
+  pa = uniform(rng, batch)
+  ss = np.float32(1.0) / rng.integers(1, 10, batch).astype(np.float32)
+  gate = np.float32(rng.normal()) if rule.has_gate else None
+  mu, step = A.location_mu(rule, rho, pa, ss, np.bool_(first), gate)
+  expected = [ref_mu(name, rho[b], pa[b], ss[b], first, gate) for b in range(batch)]
+  assert_close(mu, [e[0] for e in expected])
+  assert_close(step, [e[1] for e in expected])
+  if name in CLAMPED:   # the leaky clamp must have been exercised at both ends
+    raw = np.array([ref_mu(name, rho[b], pa[b], ss[b], first, gate, raw=True)[0]
+                    for b in range(batch)])
+    assert np.any(raw > 1.1) and np.any((raw > 0.0) & (raw < 1.0))
+    if name != 'onestep_minus_step2':     # its raw mu is a sum of positives
+      assert np.any(raw < 0.0)
+
+
+def test_location_mu_clamp_regions():
+  rule = A.LOCATION_RULES['locattn']
+  # rho chosen so that the raw mu lands below 0, inside, and above 1.
+  rho = np.array([[-3.0, -9.0, -9.0], [0.0, -9.0, 0.0], [6.0, 9.0, 9.0]], np.float32)
+  pa = np.array([0.5, 0.5, 1.0], np.float32)
+  ss = np.array([0.2, 0.2, 0.2], np.float32)
+  mu, _ = A.location_mu(rule, rho, pa, ss, np.bool_(False))
+  expected = [ref_mu('locattn', r, p, s, False) for r, p, s in zip(rho, pa, ss)]
+  assert_close(mu, [e[0] for e in expected])
+  mu = np.asarray(mu)
+  assert mu[0] < 0.0 and 0.0 < mu[1] < 1.0 and mu[2] > 1.0
+
+
+# ===========================================================================
+# attention_step against the composed references.
+# ===========================================================================
+def random_step_params(rng, spec, dim):
+  def w(*shape):
+    return normal(rng, *shape, scale=dim ** -0.5)
+  params = {'out': w(dim, dim)}
+  if spec.scores is not None:
+    params['query'] = w(dim, dim)
+  if spec.scores == 'relative':
+    params.update(rel_kernel=w(dim, dim), content_bias=normal(rng, dim, scale=0.3),
+                  position_bias=normal(rng, dim, scale=0.3))
+  if spec.rule is not None:
+    params.update(loc_kernel=w(dim, dim), loc_bias=normal(rng, dim, scale=0.1),
+                  sigma_kernel=w(dim), sigma_bias=np.float32(0.1),
+                  rho_kernel=normal(rng, dim, spec.rule.num_rho, scale=0.5 * dim ** -0.5))
+    if spec.rule.has_gate:
+      params['gate_logit'] = np.float32(0.3)
+  if spec.mixes:
+    params.update(mix_kernel=w(dim), mix_bias=np.float32(-0.2))
+  return params
+
+
+def make_step_inputs(seed, name, t, dim=16):
+  """Random params, memory and carry of the documented shapes for variant `name`."""
+  rng = np.random.default_rng(seed)
+  spec = variants.MODELS[name]
+  lengths = np.array([7, 3, 2, 5], np.int32)
+  batch, n_pos = len(lengths), 7
+  params = random_step_params(rng, spec, dim)
+  keys = normal(rng, batch, n_pos, dim)
+  values = normal(rng, batch, n_pos, dim)
+  h = normal(rng, batch, dim)
+  pa_prev = (uniform(rng, batch) if t > 0 else np.zeros(batch, np.float32))
+  return spec, params, keys, values, lengths, h, pa_prev
+
+
+def run_step(spec, params, keys, values, lengths, h, pa_prev, t):
+  n_pos = values.shape[1]
+  mem_keys = None
+  if spec.scores == 'rope':                  # as the model does: k_i rotated by i
+    mem_keys = A.rotary_embedding(keys, jnp.arange(n_pos)[None, :])
+  elif spec.scores is not None:
+    mem_keys = keys
+  memory = A.AttentionMemory(
+      keys=mem_keys, values=values,
+      mask=jnp.arange(n_pos)[None, :] < lengths[:, None],
+      positions=A.normalized_positions(lengths, n_pos), lengths=lengths)
+  carry = A.AttentionCarry(pa_prev, jnp.asarray(t, jnp.int32))
+  return A.attention_step(spec, params, memory, h, carry)
+
+
+STEP_VARIANTS = ['content', 'relative', 'bi_rope', 'onestep', 'mix_onestep',
+                 'mix_onestep_pr', 'locattn', 'locattn_s', 'mix_locattn_s_pr',
+                 'mono', 'mix_rmono', 'onestep_minus_step2']
+
+
+@pytest.mark.parametrize('name', STEP_VARIANTS)
+@pytest.mark.parametrize('t', [0, 3])
+def test_attention_step_matches_reference(name, t):
+  inputs = make_step_inputs(10 + t, name, t)
+  spec, params, keys, values, lengths, h, pa_prev = inputs
+  out, weights, carry, aux = run_step(*inputs, t)
+  e_out, e_weights, e_pa, e_aux = ref_attention_step(*inputs, t)
+  assert_close(weights, e_weights)
+  assert_close(out, e_out)
+  assert_close(carry.pa_prev, e_pa)
+  assert int(carry.step) == t + 1
+  mask = np.arange(values.shape[1])[None, :] < lengths[:, None]
+  assert np.all(np.asarray(weights)[~mask] == 0.0)
+  assert_close(np.asarray(weights).sum(-1), np.ones(len(lengths)))
+  expected_aux = set()
+  if spec.location is not None:
+    expected_aux |= {'mu', 'sigma', 'step'}
+  if spec.mixes:
+    expected_aux.add('mix')
+  assert set(aux) == expected_aux
+  for key in aux:
+    assert_close(aux[key], e_aux[key])
+
+
+@pytest.mark.parametrize('name', ['content', 'mix_onestep_pr', 'locattn_s', 'mix_locattn'])
+@pytest.mark.parametrize('t', [0, 2])
+def test_attention_step_folded_params(name, t):
+  """The exact folded forms attention_step accepts give the same step:
+  W_q folded into content keys, f_o into the values, and W_l into the
+  sigma/rho read-outs (`fold_location_readout`)."""
+  inputs = make_step_inputs(20 + t, name, t)
+  spec, params, keys, values, lengths, h, pa_prev = inputs
+  e_out, e_weights, e_pa, e_aux = ref_attention_step(*inputs, t)
+  folded = dict(params)
+  if spec.scores == 'content':                  # q.k_i = h.(k_i W_q^T)
+    keys = (f64(keys) @ f64(folded.pop('query')).T).astype(np.float32)
+  values = (f64(values) @ f64(folded.pop('out'))).astype(np.float32)
+  if spec.rule is not None:
+    folded = A.fold_location_readout(folded)
+    assert not {'loc_kernel', 'loc_bias', 'sigma_kernel', 'rho_kernel'} & set(folded)
+  out, weights, carry, aux = run_step(spec, folded, keys, values, lengths, h, pa_prev, t)
+  assert_close(weights, e_weights)
+  assert_close(out, e_out)
+  assert_close(carry.pa_prev, e_pa)
+  for key in aux:
+    assert_close(aux[key], e_aux[key])
+
+
+def test_locattn_s_first_step_uses_bias_not_pa():
+  """LocAttn S at t = 1 ignores pa_0; at t > 1 it ignores the sigmoid bias."""
+  spec, params, keys, values, lengths, h, _ = make_step_inputs(5, 'locattn_s', 1)
+  pa_a = np.full(4, 0.1, np.float32)
+  pa_b = np.full(4, 0.9, np.float32)
+  first_a = run_step(spec, params, keys, values, lengths, h, pa_a, 0)[3]['mu']
+  first_b = run_step(spec, params, keys, values, lengths, h, pa_b, 0)[3]['mu']
+  assert_close(first_a, first_b)
+  later_a = run_step(spec, params, keys, values, lengths, h, pa_a, 2)[3]['mu']
+  later_b = run_step(spec, params, keys, values, lengths, h, pa_b, 2)[3]['mu']
+  assert np.all(np.abs(np.asarray(later_a) - np.asarray(later_b)) > 1e-3)
+
+
+# ===========================================================================
+# GRU kernels against PyTorch's equations.
+# ===========================================================================
+def torch_gru_weights(rng, features, hidden):
+  bound = hidden ** -0.5
+  def u(*shape):
+    return rng.uniform(-bound, bound, shape).astype(np.float32)
+  return u(3 * hidden, features), u(3 * hidden, hidden), u(3 * hidden), u(3 * hidden)
+
+
+@pytest.mark.parametrize('seed,features,hidden', [(0, 5, 4), (1, 8, 16), (2, 3, 7)])
+def test_gru_cell(seed, features, hidden):
+  rng = np.random.default_rng(seed)
+  w_ih, w_hh, b_ih, b_hh = torch_gru_weights(rng, features, hidden)
+  x, h = normal(rng, 3, features), normal(rng, 3, hidden)
+  x_proj = x @ w_ih.T + b_ih
+  got = rnn.gru_cell(x_proj, h, w_hh.T, b_hh)
+  expected = np.stack([ref_gru_cell(x[b], h[b], w_ih, w_hh, b_ih, b_hh)
+                       for b in range(3)])
+  assert_close(got, expected)
+
+
+def ref_gru_run(xs, w_ih, w_hh, b_ih, b_hh, hidden):
+  """Runs the reference cell over a list of inputs; returns the states."""
+  h = np.zeros(hidden)
+  out = []
+  for x in xs:
+    h = ref_gru_cell(x, h, w_ih, w_hh, b_ih, b_hh)
+    out.append(h)
+  return out
+
+
+@pytest.mark.parametrize('seed,lengths,n_pos', [
+    (0, [5, 2, 1, 4], 5), (1, [3, 8, 6], 9)])
+def test_gru_scan_and_bidirectional(seed, lengths, n_pos):
+  rng = np.random.default_rng(seed)
+  features, hidden = 4, 6
+  lengths = np.array(lengths, np.int32)
+  batch = len(lengths)
+  fwd = torch_gru_weights(rng, features, hidden)
+  bwd = torch_gru_weights(rng, features, hidden)
+  x = normal(rng, batch, n_pos, features)
+  for b, n in enumerate(lengths):              # junk in the padding must not matter
+    x[b, n:] = 100.0 * rng.standard_normal((n_pos - n, features))
+  xf = x @ fwd[0].T + fwd[2]
+  xb = x @ bwd[0].T + bwd[2]
+
+  scan = np.asarray(rnn.gru_scan(xf, np.zeros((batch, hidden), np.float32),
+                                 fwd[1].T, fwd[3]))
+  for b in range(batch):
+    assert_close(scan[b], ref_gru_run(x[b], fwd[0], fwd[1], fwd[2], fwd[3], hidden))
+
+  outputs, final = rnn.bidirectional_gru(xf, xb, lengths, (fwd[1].T, fwd[3]),
+                                         (bwd[1].T, bwd[3]))
+  outputs, final = np.asarray(outputs), np.asarray(final)
+  assert outputs.shape == (batch, n_pos, 2 * hidden)
+  for b, n in enumerate(lengths):
+    f_states = ref_gru_run(x[b, :n], *fwd, hidden)
+    b_states = ref_gru_run(x[b, :n][::-1], *bwd, hidden)[::-1]
+    assert_close(outputs[b, :n, :hidden], f_states)
+    assert_close(outputs[b, :n, hidden:], b_states)
+    assert_close(final[b], np.r_[f_states[-1], b_states[0]])
+
+
+# ===========================================================================
+# Every kernel under jax.jit, jax.vmap and jax.grad.
+# ===========================================================================
+def _lengths(rng, batch=3, max_len=6):
+  lengths = rng.integers(1, max_len + 1, batch).astype(np.int32)
+  lengths[0] = max_len
+  return lengths
+
+
+def _step_case(name, t):
+  def make(rng):
+    seed = int(rng.integers(1 << 30))
+    spec, params, keys, values, lengths, h, pa = make_step_inputs(seed, name, t, dim=8)
+    return params, keys, values, lengths, h, pa, np.int32(t)
+
+  def fn(params, keys, values, lengths, h, pa, t):
+    spec = variants.MODELS[name]
+    out, weights, carry, aux = run_step(spec, params, keys, values, lengths, h, pa, t)
+    return out, weights, carry.pa_prev, aux
+  return fn, make
+
+
+def _bigru_case():
+  def make(rng):
+    fw, bw = torch_gru_weights(rng, 3, 4), torch_gru_weights(rng, 3, 4)
+    return (normal(rng, 3, 6, 12), normal(rng, 3, 6, 12), _lengths(rng),
+            (fw[1].T, fw[3]), (bw[1].T, bw[3]))
+  return rnn.bidirectional_gru, make
+
+
+TRANSFORM_CASES = {
+    'softstair': (A.softstair, lambda r: (uniform(r, 4, 5, low=-2, high=2),)),
+    'leaky_clamp': (A.leaky_clamp, lambda r: (uniform(r, 7, low=-2, high=3),)),
+    'leaky_clamp_custom': (lambda x: A.leaky_clamp(x, -1.0, 2.0, 0.05),
+                           lambda r: (uniform(r, 7, low=-3, high=4),)),
+    'stepsize': (A.stepsize, lambda r: (_lengths(r),)),
+    'normalized_positions': (lambda n: A.normalized_positions(n, 6),
+                             lambda r: (_lengths(r),)),
+    'location_sigma': (A.location_sigma, lambda r: (normal(r, 3), _lengths(r))),
+    'gaussian_location_attention': (
+        A.gaussian_location_attention,
+        lambda r: ragged_location_inputs(r, _lengths(r), 6)),
+    'attended_position': (A.attended_position,
+                          lambda r: (uniform(r, 3, 6), uniform(r, 3, 6))),
+    'masked_softmax': (A.masked_softmax,
+                       lambda r: (normal(r, 3, 6), np.arange(6) < _lengths(r)[:, None])),
+    'content_scores': (A.content_scores, lambda r: (normal(r, 3, 8), normal(r, 3, 6, 8))),
+    'sinusoidal_embedding': (lambda p: A.sinusoidal_embedding(p, 8),
+                             lambda r: (r.integers(-9, 9, 5).astype(np.int32),)),
+    'relative_scores': (A.relative_scores, lambda r: (
+        normal(r, 3, 8), normal(r, 3, 6, 8), normal(r, 6, 8), normal(r, 8, 8),
+        normal(r, 8), normal(r, 8))),
+    'rotary_embedding': (A.rotary_embedding, lambda r: (
+        normal(r, 3, 6, 8), r.integers(-5, 9, (1, 6)).astype(np.int32))),
+    'reverse_valid': (A.reverse_valid, lambda r: (normal(r, 3, 6, 2), _lengths(r))),
+    'direction_gate': (A.direction_gate, lambda r: (normal(r, 3),)),
+    'direction_mixing': (A.direction_mixing, lambda r: (
+        normal(r, 3, 6, 4), _lengths(r), uniform(r, 3))),
+    'content_mixing': (A.content_mixing, lambda r: (
+        uniform(r, 3, 6), uniform(r, 3, 6), uniform(r, 3))),
+    **{f'step_{k}': ((lambda fn: lambda rho, g: fn(rho, g))(fn),
+                     lambda r: (normal(r, 5, scale=2.0), normal(r)))
+       for k, fn in A.STEP_ACTIVATIONS.items()},
+    **{f'location_mu_{k}': (
+        (lambda rule: lambda rho, pa, ss, first, g: A.location_mu(rule, rho, pa, ss, first, g))(rule),
+        (lambda rule: lambda r: (normal(r, 4, rule.num_rho, scale=2.0), uniform(r, 4),
+                                 uniform(r, 4, low=0.1, high=1.0), np.bool_(r.random() < 0.5),
+                                 normal(r)))(rule))
+       for k, rule in A.LOCATION_RULES.items()},
+    'attention_step_relative_t2': _step_case('relative', 2),
+    'attention_step_bi_rope_t1': _step_case('bi_rope', 1),
+    'attention_step_mix_mono_pr_t0': _step_case('mix_mono_pr', 0),
+    'attention_step_mix_locattn_s_t3': _step_case('mix_locattn_s', 3),
+    'gru_cell': (rnn.gru_cell, lambda r: (normal(r, 3, 12), normal(r, 3, 4),
+                                          normal(r, 4, 12), normal(r, 12))),
+    'bidirectional_gru': _bigru_case(),
+}
+
+
+def _tree_close(actual, expected):
+  a_leaves, a_def = jax.tree_util.tree_flatten(actual)
+  e_leaves, e_def = jax.tree_util.tree_flatten(expected)
+  assert a_def == e_def
+  for a, e in zip(a_leaves, e_leaves):
+    assert_close(a, e)
+
+
+def _is_float(x):
+  return jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
+
+
+@pytest.mark.parametrize('name', sorted(TRANSFORM_CASES))
+def test_kernel_under_jit_vmap_grad(name):
+  fn, make = TRANSFORM_CASES[name]
+  args = make(np.random.default_rng(0))
+  eager = fn(*args)
+  _tree_close(jax.jit(fn)(*args), eager)
+
+  batch = [make(np.random.default_rng(seed)) for seed in (1, 2, 3)]
+  stacked = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *batch)
+  mapped = jax.jit(jax.vmap(fn))(*stacked)
+  for k, one in enumerate(batch):
+    _tree_close(jax.tree_util.tree_map(lambda v: v[k], mapped), fn(*one))
+
+  def scalar(*a):
+    leaves = jax.tree_util.tree_leaves(fn(*a))
+    return sum(jnp.sum(jnp.sin(leaf)) for leaf in leaves if _is_float(leaf))
+  grads = jax.jit(jax.grad(scalar, argnums=tuple(range(len(args))), allow_int=True))(*args)
+  float_grads = [g for g, a in zip(jax.tree_util.tree_leaves(grads),
+                                   jax.tree_util.tree_leaves(args)) if _is_float(a)]
+  for g in float_grads:
+    assert np.all(np.isfinite(np.asarray(g)))
+  if float_grads and not name.startswith(('stepsize', 'normalized')):
+    assert any(np.any(np.asarray(g) != 0) for g in float_grads)
