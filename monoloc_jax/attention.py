@@ -195,6 +195,19 @@ def direction_mixing(encoded: Array, lengths: Array, alpha: Array) -> Array:
   return a * encoded + (1.0 - a) * reverse_valid(encoded, lengths)
 
 
+def input_attention(weights: Array, alpha: Array, lengths: Array) -> Array:
+  """Maps weights over direction-mixed positions back to input positions (Eq. 18).
+
+  e_dir_i = alpha e_i + (1 - alpha) e_rev(i), so a weight a_i on e_dir_i is a
+  weight alpha a_i on position i and (1 - alpha) a_i on its mirror rev(i):
+    input_weights = alpha a + (1 - alpha) reverse_valid(a).
+  weights: [B, T, S]; alpha, lengths: [B]. Returns [B, T, S], still summing to 1.
+  """
+  a = alpha[:, None, None]
+  mirrored = jnp.swapaxes(reverse_valid(jnp.swapaxes(weights, 1, 2), lengths), 1, 2)
+  return a * weights + (1.0 - a) * mirrored
+
+
 def content_mixing(location_weights: Array, content_weights: Array,
                    mix: Array) -> Array:
   """Eq. 15-16: a_t = m_t lambda'_t + (1 - m_t) softmax(c_t).
@@ -397,6 +410,24 @@ def initial_carry(batch_size: int) -> AttentionCarry:
                         jnp.zeros((), jnp.int32))
 
 
+def fold_location_readout(params: Dict[str, Array]) -> Dict[str, Array]:
+  """Folds W_l into the sigma and rho read-outs (an exact rewrite of Eq. 9-10).
+
+  l_t = W_l h + b_l is only read through w_sigma . l_t and W_rho l_t, so
+    [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) + (b_l [w_sigma | W_rho] + [b_sigma, 0])
+  is one [D, 1 + K] product per step instead of a [D, D] one. Returns params
+  with 'readout_kernel' [D, 1 + K] and 'readout_bias' [1 + K] replacing
+  'loc_kernel', 'loc_bias', 'sigma_kernel', 'sigma_bias' and 'rho_kernel'.
+  """
+  params = dict(params)
+  heads = jnp.concatenate([params.pop('sigma_kernel')[:, None], params['rho_kernel']], axis=1)
+  params.pop('rho_kernel')
+  params['readout_kernel'] = params.pop('loc_kernel') @ heads
+  bias = params.pop('loc_bias') @ heads
+  params['readout_bias'] = bias.at[0].add(params.pop('sigma_bias'))
+  return params
+
+
 def _content_branch(q, memory, carry, params):
   """Eq. 1 on the (direction-mixed) keys."""
   del carry, params
@@ -437,7 +468,12 @@ def attention_step(spec: AttentionSpec, params: Dict[str, Array],
       'position_bias' [D] (relative); 'loc_kernel' [D, D], 'loc_bias' [D]
       (W_l, b_l), 'sigma_kernel' [D], 'sigma_bias' [], 'rho_kernel'
       [D, num_rho], 'gate_logit' [] (mono step), 'mix_kernel' [D],
-      'mix_bias' [] (mixing); always 'out' [D, D] (f_o, Eq. 2).
+      'mix_bias' [] (mixing); 'out' [D, D] (f_o, Eq. 2).
+      Exact folded forms are accepted too: without 'query' (content scores)
+      the keys must already be W_q k_i; without 'out' the values must already
+      be f_o v_i (or any linear map of it, and o_t is then Σ_i a_ti v_i); and
+      'readout_kernel'/'readout_bias' (see `fold_location_readout`) may
+      replace the five location read-out arrays.
     memory: the encoder side, see AttentionMemory.
     query: [B, D] the decoder state h_{t-1}.
     carry: pa_{t-1} and the step index.
@@ -450,17 +486,18 @@ def attention_step(spec: AttentionSpec, params: Dict[str, Array],
   aux = {}
   softmax_weights = None
   if spec.scores is not None:
-    q = query @ params['query']
+    q = query @ params['query'] if 'query' in params else query
     scores = SCORE_FUNCTIONS[spec.scores](q, memory, carry, params)
     softmax_weights = masked_softmax(scores, memory.mask)
 
   weights = softmax_weights
   pa_weights = softmax_weights
   if spec.rule is not None:
-    loc = query @ params['loc_kernel'] + params['loc_bias']              # l_t [B, D]
-    sigma = location_sigma(loc @ params['sigma_kernel'] + params['sigma_bias'],
-                           memory.lengths, min_sigma)                     # [B]
-    rho = loc @ params['rho_kernel']                                      # [B, K]
+    if 'readout_kernel' not in params:
+      params = fold_location_readout(params)
+    readout = query @ params['readout_kernel'] + params['readout_bias']   # [B, 1 + K]
+    sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)      # [B]
+    rho = readout[:, 1:]                                                  # [B, K]
     mu, step = location_mu(spec.rule, rho, carry.pa_prev,
                            stepsize(memory.lengths), carry.step == 0,
                            params.get('gate_logit'))
@@ -475,5 +512,5 @@ def attention_step(spec: AttentionSpec, params: Dict[str, Array],
 
   pa = attended_position(pa_weights, memory.positions)
   context = jnp.einsum('bs,bsd->bd', weights, memory.values)
-  out = context @ params['out']                                           # Eq. 2
+  out = context @ params['out'] if 'out' in params else context          # Eq. 2
   return out, weights, AttentionCarry(pa, carry.step + 1), aux

@@ -116,10 +116,14 @@ class CrossAttention(nn.Module):
     }
     keys = None
     if spec.scores is not None:
-      keys = nn.Dense(d, use_bias=False, kernel_init=glorot, name='key')(encoded)
+      key_kernel = self.param('key', glorot, (encoded.shape[-1], d))
+      params['query'] = self.param('query', glorot, (d, d))
+      if spec.scores == 'content':
+        # q.k_i = h.(W_q k_i): fold W_q into the keys (one product per position).
+        key_kernel = key_kernel @ params.pop('query').T
+      keys = encoded @ key_kernel
       if spec.scores == 'rope':
         keys = attn.rotary_embedding(keys, jnp.arange(max_len)[None, :])
-      params['query'] = self.param('query', glorot, (d, d))
     if spec.scores == 'relative':
       params['rel_kernel'] = self.param('rel_kernel', glorot, (d, d))
       params['content_bias'] = self.param('content_bias', zeros, (d,))
@@ -136,6 +140,8 @@ class CrossAttention(nn.Module):
     if spec.mixes:
       params['mix_kernel'] = self.param('mix_kernel', glorot, (d, 1))[:, 0]
       params['mix_bias'] = self.param('mix_bias', zeros, ())
+    if spec.rule is not None:
+      params = attn.fold_location_readout(params)
 
     memory = attn.AttentionMemory(
         keys=keys, values=values, mask=mask,
@@ -148,7 +154,10 @@ class DecodeOutput(NamedTuple):
 
   logits: [B, T, V] (teacher forcing) or None (greedy).
   tokens: [B, T] greedy tokens (pad after `<eos>`), or None (teacher forcing).
-  attention: [B, T, S] attention weights a_t.
+  attention: [B, T, S] attention weights a_t over input positions (START,
+    tokens, END). For direction-mixing variants the weights over e_dir are
+    mapped back to the input (`attention.input_attention`), so a model that
+    reads backwards shows an anti-diagonal; aux['mu'] stays in e_dir units.
   aux: per-step interpretable values [B, T] by name ('mu', 'sigma', 'step',
     'mix'), where the variant has them, plus 'direction' [B] (alpha_dir).
   """
@@ -176,6 +185,7 @@ class Seq2Seq(nn.Module):
   pad_id: int = 0
   sos_id: int = 1
   eos_id: int = 2
+  scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
 
   def setup(self):
     self.spec = variants.get(self.attention)
@@ -223,17 +233,24 @@ class Seq2Seq(nn.Module):
   def _step_fn(self, memory, step_params):
     """The pure decoder step and the hoisted output layer.
 
+    f_o (Eq. 2) and the context half of the GRU input projection are linear
+    maps applied after the weighted sum, so they are folded into the values
+    once per sequence: v''_i = v_i W_o W_ic, and Σ_i a_ti v''_i is directly the
+    attention's contribution to the GRU input (exact).
+
     Returns (step, out_matrix [D, V], out_bias [V]), where
     step((hs, attn_carry), token [B]) -> (new carry, (h [B, D], a [B, S], aux)).
     """
     layers, token_table, context_kernel, out_matrix, out_bias = self._decoder_arrays()
     spec, min_sigma = self.spec, self.min_sigma
+    step_params = dict(step_params)
+    memory = memory._replace(values=memory.values @ (step_params.pop('out') @ context_kernel))
 
     def step(carry, token):
       hs, attn_carry = carry
-      context, weights, attn_carry, aux = attn.attention_step(
+      gru_context, weights, attn_carry, aux = attn.attention_step(
           spec, step_params, memory, hs[-1], attn_carry, min_sigma)
-      x_proj = jnp.take(token_table, token, axis=0) + context @ context_kernel
+      x_proj = jnp.take(token_table, token, axis=0) + gru_context
       new_hs = []
       for i, (w_i, b_i, w_h, b_h) in enumerate(layers):
         if i > 0:
@@ -243,43 +260,63 @@ class Seq2Seq(nn.Module):
 
     return step, out_matrix, out_bias
 
+  def _input_attention(self, weights: Array, alpha: Array, memory) -> Array:
+    """[T, B, S] weights over memory positions -> [B, T, S] over input positions."""
+    weights = jnp.swapaxes(weights, 0, 1)
+    if self.spec.direction_mixing:
+      weights = attn.input_attention(weights, alpha, memory.lengths)
+    return weights
+
   def __call__(self, src: Array, src_lengths: Array, tgt_in: Array,
                train: bool = False) -> DecodeOutput:
     """Teacher-forced pass. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`; returns logits [B, T, V]."""
     memory, step_params, h0, alpha = self.encode(src, src_lengths, train)
     step, out_matrix, out_bias = self._step_fn(memory, step_params)
     carry = (h0, attn.initial_carry(src.shape[0]))
-    _, (hs, weights, aux) = jax.lax.scan(step, carry, tgt_in.T)
+    _, (hs, weights, aux) = jax.lax.scan(step, carry, tgt_in.T, unroll=self.scan_unroll)
     logits = jnp.swapaxes(hs, 0, 1) @ out_matrix + out_bias
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
-    return DecodeOutput(logits, None, jnp.swapaxes(weights, 0, 1), aux)
+    return DecodeOutput(logits, None, self._input_attention(weights, alpha, memory), aux)
 
   def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
-    """Greedy decoding for `max_steps` steps, argmax fed back (SPEC §1).
+    """Greedy decoding, argmax fed back (SPEC §1), for at most `max_steps` steps.
 
-    Rows that have emitted `<eos>` keep running (their state is never read) but
-    output `<pad>`; the caller picks max_steps = the longest needed length.
-    Returns tokens [B, T] and the attention/aux of every step.
+    A `lax.while_loop` stops as soon as every row has emitted `<eos>`, so the
+    work follows the longest actual output, not `max_steps`. Finished rows
+    keep running until then (their state is never read) but output `<pad>`.
+    Returns tokens [B, max_steps] and the attention/aux of every step (zeros
+    after the loop stopped).
     """
     memory, step_params, h0, alpha = self.encode(src, src_lengths, False)
     step, out_matrix, out_bias = self._step_fn(memory, step_params)
-    batch = src.shape[0]
+    batch, max_len = src.shape[0], memory.mask.shape[1]
+    carry0 = (h0, attn.initial_carry(batch))
+    _, (_, _, aux_shapes) = jax.eval_shape(step, carry0, jnp.zeros((batch,), jnp.int32))
 
-    def greedy_step(carry, _):
-      inner, token, done = carry
+    def body(state):
+      t, inner, token, done, tokens, weights_buf, aux_buf = state
       inner, (h, weights, aux) = step(inner, token)
       next_token = jnp.argmax(h @ out_matrix + out_bias, axis=-1).astype(jnp.int32)
       emitted = jnp.where(done, self.pad_id, next_token)
-      done = done | (next_token == self.eos_id)
-      return (inner, next_token, done), (emitted, weights, aux)
+      write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
+      return (t + 1, inner, next_token, done | (next_token == self.eos_id),
+              write(tokens, emitted), write(weights_buf, weights),
+              {k: write(aux_buf[k], v) for k, v in aux.items()})
 
-    carry = ((h0, attn.initial_carry(batch)),
-             jnp.full((batch,), self.sos_id, jnp.int32), jnp.zeros((batch,), bool))
-    _, (tokens, weights, aux) = jax.lax.scan(greedy_step, carry, None, length=max_steps)
+    def cond(state):
+      t, _, _, done = state[:4]
+      return (t < max_steps) & ~jnp.all(done)
+
+    state = (jnp.zeros((), jnp.int32), carry0, jnp.full((batch,), self.sos_id, jnp.int32),
+             jnp.zeros((batch,), bool),
+             jnp.full((max_steps, batch), self.pad_id, jnp.int32),
+             jnp.zeros((max_steps, batch, max_len), memory.values.dtype),
+             {k: jnp.zeros((max_steps,) + v.shape, v.dtype) for k, v in aux_shapes.items()})
+    *_, tokens, weights, aux = jax.lax.while_loop(cond, body, state)
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
-    return DecodeOutput(None, tokens.T, jnp.swapaxes(weights, 0, 1), aux)
+    return DecodeOutput(None, tokens.T, self._input_attention(weights, alpha, memory), aux)
 
 
 def count_params(params: Any) -> int:

@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
