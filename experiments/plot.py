@@ -1,0 +1,113 @@
+"""Draws a finished run's figures next to its results.json.
+
+  python experiments/plot.py --workdir=runs/revcopy_onestep
+  python experiments/plot.py --workdir=runs/onestep --workdir=runs/relative --format=svg
+  python experiments/plot.py --workdir=runs/onestep --example="3 1 4 1 5 9 2 6"
+
+Writes into the first --workdir:
+  attention.<fmt>           the attention heatmap (with μ, σ, step, content mix
+                            and α_dir where the variant has them) of one greedy
+                            decode by the first workdir's model;
+  accuracy_vs_length.<fmt>  test accuracy against input length for every
+                            --workdir, with the training lengths shaded
+                            (skipped, with a note, for SCAN and CFQ, which have
+                            no length splits);
+  training_curves.<fmt>     loss and dev accuracy per epoch and seed.
+
+The heatmap's input is --example, or by default the first example of test_100
+for the digit tasks and of the run's first test split for the others.
+"""
+
+import pathlib
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from monoloc_jax import errors
+from monoloc_jax import input_pipeline
+from monoloc_jax import tasks
+from monoloc_jax import train
+from monoloc_jax import viz
+from monoloc_jax.tasks import synthetic
+
+_WORKDIR = flags.DEFINE_multi_string(
+    'workdir', None, 'A finished run. Repeat the flag to put several runs on the accuracy '
+    'curve; the figures go into the first one.', required=True)
+_EXAMPLE = flags.DEFINE_string(
+    'example', None, 'Whitespace-separated input for the heatmap (default: the first example '
+    'of test_100 for digit tasks, else of the first test split).')
+_FORMAT = flags.DEFINE_enum('format', 'png', ['png', 'svg'], 'Image format.')
+_SEED_INDEX = flags.DEFINE_integer('seed_index', 0, 'Which seed of the run decodes the heatmap.',
+                                   lower_bound=0)
+
+
+def default_example(task: str, results: dict, config: dict):
+  """(source tokens, target tokens) of the default heatmap input."""
+  if task in synthetic.TASKS:
+    split = 'test_100'
+  else:
+    split = next(iter(results.get('test') or {}), None) or tasks.test_splits(task)[0]
+  examples = tasks.load(task, split, seed=config.get('data_seed', 0),
+                        data_dir=config.get('data_dir') or None)
+  if not examples:
+    raise errors.MonolocError(f'split {split!r} of task {task!r} is empty')
+  source, target = examples[0][0], examples[0][1]
+  return tuple(source), tuple(target)
+
+
+def make_plots(workdirs, example=None, fmt='png', seed_index=0):
+  """Writes the three figures into workdirs[0]; returns their paths."""
+  first = pathlib.Path(workdirs[0])
+  results = viz.load_results(first)
+  for other in workdirs[1:]:
+    viz.load_results(other)  # a clear error before any work
+  config = results.get('config', {})
+  task, model = results.get('task'), results.get('model')
+  written = []
+
+  if example:
+    decoded, = train.decode_with_attention(str(first), [example], seed_index=seed_index)
+  else:
+    source, target = default_example(task, results, config)
+    steps = input_pipeline.bucket_length(len(target) + 11)
+    decoded, = train.decode_with_attention(str(first), [' '.join(source)],
+                                           seed_index=seed_index, max_steps=steps)
+  fig = viz.plot_attention(decoded, model=model)
+  written.append(viz.save(fig, first / f'attention.{fmt}'))
+
+  try:
+    viz.training_range(task)
+  except errors.MonolocError as e:
+    print(f'note: no accuracy_vs_length.{fmt}: {e}')
+  else:
+    runs = {}
+    for wd in workdirs:
+      res = viz.load_results(wd)
+      label = viz.display_name(res.get("model"))
+      if label in runs:
+        label = f'{label} ({pathlib.Path(wd).name})'
+      runs[label] = res
+    written.append(viz.save(viz.plot_accuracy_vs_length(runs), first / f'accuracy_vs_length.{fmt}'))
+
+  written.append(viz.save(viz.plot_training_curves(first), first / f'training_curves.{fmt}'))
+  return written
+
+
+def main(argv):
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    sys.exit(2)
+  logging.set_verbosity(logging.WARNING)
+  try:
+    paths = make_plots(_WORKDIR.value, _EXAMPLE.value, _FORMAT.value, _SEED_INDEX.value)
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  for path in paths:
+    print(path)
+
+
+if __name__ == '__main__':
+  app.run(main)

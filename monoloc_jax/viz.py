@@ -1,0 +1,471 @@
+"""Figures: attention heatmaps, accuracy versus length, training curves.
+
+Every function returns a `matplotlib.figure.Figure` built without pyplot, so
+nothing here needs a display or touches pyplot's global figure list; write a
+figure with `save(fig, 'x.png')` (or `.svg`), or show it in a notebook with
+`IPython.display.display(fig)`. The functions take plain data (a `Decoded`, a
+mapping, arrays, a results dict, metrics rows) or, where it makes sense, a run
+directory, so they work on synthetic data as well as on finished runs:
+
+    from monoloc_jax import train, viz
+    d, = train.decode_with_attention('runs/x', ['3 1 4 1 5 9'])
+    viz.save(viz.plot_attention(d, model='onestep'), 'runs/x/attention.png')
+    viz.save(viz.plot_accuracy_vs_length({'OneStep': 'runs/x', 'Relative': 'runs/y'}),
+             'acc.svg')
+    viz.save(viz.plot_training_curves('runs/x'), 'runs/x/training_curves.png')
+
+`experiments/plot.py --workdir=runs/x` writes all three next to results.json.
+
+Tick rule of the heatmap (tests rely on it): an axis with n positions gets a
+label at every position when n <= max_tick_labels (default 40); otherwise at
+every k-th position, k = ceil(n / max_tick_labels), starting at 0, plus the
+last position (so START, END and `<eos>` are always labelled). Thinned labels
+read `index:token` (0-based; encoder position 0 is START), full ones just
+`token`. See `tick_positions`.
+
+Lengths on the accuracy curve: a digit task's `test_N` split is drawn at input
+length N and `test_iid` (lengths 5-10, as train) at 7.5, in the shaded training
+band 5-10. A Lookup task's `test_longK` split (compositions of 4 + K tables)
+has 6 + K source tokens (input bits, 4 + K table names, '.'), so the paper's
+lengths 7 / 9 / 11 are `test_long1` / `test_long3` / `test_long5`; `test_iid`
+has 6 tokens and the training band is 3-6 tokens. SCAN and CFQ have a single
+`test` split and no length axis: `plot_accuracy_vs_length` raises
+`MonolocError` for them.
+"""
+
+import json
+import math
+import pathlib
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from matplotlib import ticker
+from matplotlib.figure import Figure
+import numpy as np
+
+from monoloc_jax import errors
+
+PathLike = Union[str, pathlib.Path]
+
+MAX_TICK_LABELS = 40
+# Per-step aux values drawn under the heatmap, in this order: key -> axis label.
+AUX_PANELS = (('mu', 'μ'), ('sigma', 'σ'), ('step', 'step'), ('mix', 'content mix'))
+SAVE_FORMATS = ('.png', '.svg')
+ACCURACY_LABEL = 'sequence accuracy (%)'
+LENGTH_LABEL = 'input length'
+BAND_GID = 'training-band'
+
+# Input lengths of the training data, per task family (see the module docstring).
+DIGIT_TRAIN_RANGE = (5, 10)
+LOOKUP_TRAIN_RANGE = (3, 6)
+_LOOKUP_TASKS = ('lookup', 'reverse_lookup')
+
+
+# ---------------------------------------------------------------------------
+# Loading.
+# ---------------------------------------------------------------------------
+def _workdir(path: PathLike) -> pathlib.Path:
+  path = pathlib.Path(path)
+  if not path.is_dir():
+    raise errors.MonolocError(f'workdir {path} does not exist')
+  return path
+
+
+def load_results(workdir: PathLike) -> Dict[str, Any]:
+  """results.json of a finished run; MonolocError when it is missing or unreadable."""
+  path = _workdir(workdir) / 'results.json'
+  if not path.exists():
+    raise errors.MonolocError(f'{workdir} has no results.json: the run has not finished '
+                              '(train it with monoloc-train first)')
+  try:
+    return json.loads(path.read_text())
+  except ValueError as e:
+    raise errors.MonolocError(f'{path} is not valid JSON: {e}') from None
+
+
+def load_history(workdir: PathLike) -> List[Dict[str, Any]]:
+  """The rows of metrics.jsonl (one per epoch); MonolocError when missing or unreadable."""
+  path = _workdir(workdir) / 'metrics.jsonl'
+  if not path.exists():
+    raise errors.MonolocError(f'{workdir} has no metrics.jsonl: no epoch has finished yet')
+  try:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+  except ValueError as e:
+    raise errors.MonolocError(f'{path} is not valid JSON lines: {e}') from None
+
+
+def save(fig: Figure, path: PathLike, dpi: int = 100) -> pathlib.Path:
+  """Writes `fig` as PNG or SVG (chosen by the suffix); returns the path."""
+  path = pathlib.Path(path)
+  if path.suffix.lower() not in SAVE_FORMATS:
+    raise errors.MonolocError(f'cannot save a figure as {path.name!r}; use a '
+                              f"{' or '.join(SAVE_FORMATS)} file name")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=dpi, bbox_inches='tight', format=path.suffix[1:].lower())
+  return path
+
+
+def display_name(model: Optional[str]) -> str:
+  """The paper's name of a model slug (the slug itself when unknown)."""
+  from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
+  return variants.DISPLAY_NAMES.get(model, model or '')
+
+
+# ---------------------------------------------------------------------------
+# Attention heatmap.
+# ---------------------------------------------------------------------------
+def tick_positions(n: int, max_labels: int = MAX_TICK_LABELS) -> List[int]:
+  """Which of n positions get a tick label (the rule in the module docstring)."""
+  if n <= 0:
+    return []
+  k = max(1, math.ceil(n / max(1, max_labels)))
+  ticks = list(range(0, n, k))
+  if ticks[-1] != n - 1:
+    ticks.append(n - 1)
+  return ticks
+
+
+def _tick_labels(labels: Sequence[str], ticks: Sequence[int]) -> List[str]:
+  thinned = len(ticks) < len(labels)
+  return [f'{i}:{labels[i]}' if thinned else str(labels[i]) for i in ticks]
+
+
+def _as_decoded(decoded) -> Tuple[np.ndarray, List[str], List[str], Dict[str, Any]]:
+  """(attention [R, C], x labels [C], y labels [R], aux) from a Decoded, a mapping or an array."""
+  if isinstance(decoded, Mapping):
+    get = decoded.get
+  elif hasattr(decoded, 'attention'):
+    get = lambda k, default=None: getattr(decoded, k, default)
+  else:
+    get = lambda k, default=None: decoded if k == 'attention' else default
+  attention = np.asarray(get('attention'), np.float64)
+  if attention.ndim != 2 or attention.size == 0:
+    raise errors.MonolocError(f'attention must be a non-empty 2-D array [output steps, input '
+                              f'positions]; got shape {attention.shape}')
+  rows, cols = attention.shape
+  source, output = get('source'), get('output')
+  if source is None:
+    xlabels = [str(i) for i in range(cols)]
+  else:
+    xlabels = ['START', *map(str, source), 'END']
+    if len(xlabels) != cols:
+      raise errors.MonolocError(f'attention has {cols} input positions but the source has '
+                                f'{len(source)} tokens (+ START and END = {len(xlabels)})')
+  if output is None:
+    ylabels = [str(i) for i in range(rows)]
+  else:
+    ylabels = [*map(str, output), '<eos>'][:rows]
+    ylabels += [''] * (rows - len(ylabels))
+  aux = dict(get('aux') or {})
+  return attention, xlabels, ylabels, aux
+
+
+def plot_attention(decoded, title: Optional[str] = None, model: Optional[str] = None,
+                   max_tick_labels: int = MAX_TICK_LABELS, cmap: str = 'viridis') -> Figure:
+  """Heatmap of one decode's attention, with its per-step values underneath.
+
+  Dubois et al.'s Fig. 9: output steps (rows, y: output tokens and `<eos>`)
+  against encoder positions (columns, x: START, the source tokens, END).
+  Where the decode has location attention, μ (the Gaussian's mean, rescaled
+  to encoder positions) is drawn over the heatmap as a dashed line, and one
+  small panel per available per-step value follows below, in the order μ, σ
+  (normalised position units), step and content-mix weight, against the output
+  step. α_dir, the direction gate, goes into the title when the variant mixes
+  directions.
+
+  Direction mixing (Eq. 18) attends over e_dir_i = α e_i + (1 - α) e_rev(i);
+  the model already maps those weights back to input positions
+  (`attention.input_attention`), so columns are input tokens. μ is in e_dir
+  units, so the overlay maps it the same way, α μ + (1 - α)(1 - μ); the μ
+  panel shows the model's own μ.
+
+  Args:
+    decoded: a `train.Decoded`, a mapping with 'attention' [R, C] and optional
+      'source' (C - 2 tokens), 'output' (R - 1 tokens), 'aux' (as Decoded.aux),
+      or a bare 2-D array (then tick labels are indices).
+    title: the figure title; default: the model's name and the input length.
+    model: the run's model slug; names the figure and says whether α_dir is
+      meaningful. Without it, α_dir is shown whenever aux carries it.
+    max_tick_labels: the tick rule's threshold (see `tick_positions`).
+    cmap: the heatmap's colour map.
+  """
+  attention, xlabels, ylabels, aux = _as_decoded(decoded)
+  direction = float(aux['direction']) if 'direction' in aux else 1.0
+  rows, cols = attention.shape
+  panels = [(key, label, np.asarray(aux[key], np.float64)) for key, label in AUX_PANELS
+            if key in aux and np.ndim(aux[key]) == 1 and len(aux[key])]
+  show_direction = 'direction' in aux
+  if model is not None:
+    from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
+    show_direction &= variants.get(model).direction_mixing
+
+  width = min(16.0, max(5.0, 0.13 * cols + 2.5))
+  heat_h = min(13.0, max(3.5, 0.13 * rows + 1.5))
+  panel_h = 1.0
+  fig = Figure(figsize=(width, heat_h + panel_h * len(panels) + 0.6 * bool(panels)),
+               layout='constrained')
+  grid = fig.add_gridspec(1 + len(panels), 1, height_ratios=[heat_h] + [panel_h] * len(panels))
+  ax = fig.add_subplot(grid[0])
+  ax.set_label('attention')
+  image = ax.imshow(attention, aspect='auto', interpolation='nearest', cmap=cmap,
+                    vmin=0.0, vmax=1.0)
+  fig.colorbar(image, ax=ax, label='attention weight', fraction=0.04, pad=0.01)
+  fontsize = 8 if cols <= max_tick_labels else 7
+  xt = tick_positions(cols, max_tick_labels)
+  ax.set_xticks(xt, _tick_labels(xlabels, xt), rotation=90, fontsize=fontsize)
+  yt = tick_positions(rows, max_tick_labels)
+  ax.set_yticks(yt, _tick_labels(ylabels, yt), fontsize=fontsize)
+  ax.xaxis.set_minor_locator(ticker.NullLocator())
+  ax.yaxis.set_minor_locator(ticker.NullLocator())
+  ax.set_xlabel('input token (encoder position)')
+  ax.set_ylabel('output token (decoder step)')
+  if 'mu' in aux and np.ndim(aux['mu']) == 1 and len(aux['mu']):
+    mu = np.asarray(aux['mu'], np.float64)[:rows]
+    mu = direction * mu + (1.0 - direction) * (1.0 - mu)
+    ax.plot(mu * (cols - 1), np.arange(len(mu)), ls='--', lw=1.0, color='tab:red', alpha=0.8,
+            label='μ (Gaussian mean)')
+    ax.set_xlim(-0.5, cols - 0.5)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.legend(loc='upper right', fontsize=7, framealpha=0.7)
+
+  if title is None:
+    name = display_name(model) if model else 'attention'
+    title = f'{name}: input length {cols - 2}' if xlabels[0] == 'START' else name
+  if show_direction:
+    reading = 'backward' if direction < 0.5 else 'forward'
+    title += f'   (α_dir = {direction:.2f}: {reading})'
+  ax.set_title(title)
+
+  previous = None
+  for i, (key, label, values) in enumerate(panels):
+    pax = fig.add_subplot(grid[1 + i], sharex=previous)
+    pax.set_label(f'aux:{key}')
+    pax.plot(np.arange(len(values)), values, marker='.', ms=3, lw=1.0)
+    finite = values[np.isfinite(values)]
+    if finite.size:                        # a flat line stays flat, without an offset label
+      lo, hi = float(finite.min()), float(finite.max())
+      pad = max(0.1 * (hi - lo), 0.02 * max(abs(lo), abs(hi)), 1e-3)
+      pax.set_ylim(lo - pad, hi + pad)
+    pax.ticklabel_format(axis='y', useOffset=False)
+    pax.set_ylabel(label, rotation=0, ha='right', va='center')
+    pax.grid(alpha=0.3)
+    pax.tick_params(labelsize=7)
+    pax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    if i < len(panels) - 1:
+      pax.tick_params(labelbottom=False)
+    else:
+      pax.set_xlabel('output step')
+    previous = pax
+  return fig
+
+
+# ---------------------------------------------------------------------------
+# Location-attention distribution (notebook step 3).
+# ---------------------------------------------------------------------------
+def location_weights(mu: float, sigma: float, length: int) -> np.ndarray:
+  """λ' (Eq. 5-9) over `length` encoder positions for one μ and σ, via the jitted kernels."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import attention as A  # pylint: disable=g-import-not-at-top
+
+  if length < 1:
+    raise errors.MonolocError(f'length must be >= 1, got {length}')
+  if not sigma > 0:
+    raise errors.MonolocError(f'sigma must be > 0, got {sigma}')
+
+  @jax.jit
+  def kernel(mu, sigma):
+    positions = A.normalized_positions(jnp.array([length]), length)
+    return A.gaussian_location_attention(mu[None], sigma[None], positions, positions <= 1.0)[0]
+
+  return np.asarray(kernel(jnp.float32(mu), jnp.float32(sigma)))
+
+
+def plot_location_distribution(mu: Union[float, Sequence[float]],
+                               sigma: Union[float, Sequence[float]], length: int,
+                               weights: Optional[Sequence[np.ndarray]] = None,
+                               title: Optional[str] = None) -> Figure:
+  """Bars of the location attention λ' over `length` encoder positions.
+
+  mu and sigma are in normalised position units (position i sits at
+  i / (length - 1), Eq. 7); give sequences to overlay several distributions.
+  `weights` (one array per μ) skips recomputing them with `location_weights`.
+  """
+  mus = np.atleast_1d(np.asarray(mu, np.float64))
+  sigmas = np.broadcast_to(np.atleast_1d(np.asarray(sigma, np.float64)), mus.shape)
+  if weights is None:
+    weights = [location_weights(m, s, length) for m, s in zip(mus, sigmas)]
+  fig = Figure(figsize=(max(5.0, min(12.0, 0.25 * length + 3)), 3.2), layout='constrained')
+  ax = fig.add_subplot()
+  ax.set_label('location')
+  idx = np.arange(length)
+  n = len(weights)
+  width = 0.8 / n
+  for j, (m, s, w) in enumerate(zip(mus, sigmas, weights)):
+    bars = ax.bar(idx + (j - (n - 1) / 2) * width, np.asarray(w), width=width, alpha=0.8,
+                  label=f'μ = {m:.3g}, σ = {s:.3g}')
+    ax.axvline(m * max(1, length - 1), ls='--', lw=1, color=bars.patches[0].get_facecolor())
+  ax.set_xticks(tick_positions(length))
+  ax.set_xlabel('encoder position i  (normalised: i / (s - 1))')
+  ax.set_ylabel("location attention λ'")
+  ax.set_ylim(0, None)
+  ax.set_title(title or f'Gaussian location attention over s = {length} positions')
+  ax.legend(fontsize=8)
+  return fig
+
+
+# ---------------------------------------------------------------------------
+# Accuracy versus input length.
+# ---------------------------------------------------------------------------
+def training_range(task: str) -> Tuple[float, float]:
+  """The input lengths of the task's training data (the shaded band)."""
+  from monoloc_jax.tasks import synthetic  # pylint: disable=g-import-not-at-top
+  if task in synthetic.TASKS:
+    return DIGIT_TRAIN_RANGE
+  if task in _LOOKUP_TASKS:
+    return LOOKUP_TRAIN_RANGE
+  raise errors.MonolocError(f'task {task!r} has no length splits (only one test split), so '
+                            'there is no accuracy-versus-length curve to draw')
+
+
+def split_length(task: str, split: str) -> float:
+  """The input length at which `split` of `task` is drawn (see the module docstring)."""
+  lo, hi = training_range(task)
+  if split == 'test_iid':
+    return (lo + hi) / 2 if task not in _LOOKUP_TASKS else float(hi)
+  m = re.fullmatch(r'test_long(\d+)' if task in _LOOKUP_TASKS else r'test_(\d+)', split)
+  if not m:
+    raise errors.MonolocError(f'split {split!r} of task {task!r} has no input length')
+  return float(hi + int(m.group(1))) if task in _LOOKUP_TASKS else float(m.group(1))
+
+
+def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
+  """[(label, results dict)] from a mapping, a sequence, one results dict or one workdir."""
+  if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and 'test' in runs):
+    runs = [runs]
+  if isinstance(runs, Mapping):
+    items = list(runs.items())
+  else:
+    items = [(None, r) for r in runs]
+  out = []
+  for label, run in items:
+    results = load_results(run) if isinstance(run, (str, pathlib.Path)) else dict(run)
+    if 'test' not in results:
+      raise errors.MonolocError(f'run {label or ""} has no "test" results')
+    if label is None:
+      label = display_name(results.get('model')) or f'run {len(out) + 1}'
+      if any(label == l for l, _ in out) and isinstance(run, (str, pathlib.Path)):
+        label = f'{label} ({pathlib.Path(run).name})'
+    out.append((str(label), results))
+  if not out:
+    raise errors.MonolocError('no runs to plot')
+  return out
+
+
+def accuracy_by_length(results: Mapping[str, Any], metric: str = 'accuracy'
+                       ) -> List[Tuple[float, str, float, List[float]]]:
+  """[(length, split, median value, per-seed values)] sorted by length."""
+  task = results.get('task') or results.get('config', {}).get('task')
+  rows = []
+  for split, r in results['test'].items():
+    per_seed = [float(s[metric]) for s in r.get('per_seed', []) if metric in s]
+    rows.append((split_length(task, split), split, float(r[metric]), per_seed))
+  return sorted(rows)
+
+
+def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str] = None
+                            ) -> Figure:
+  """Test accuracy against input length, one line per run, on a log length axis.
+
+  runs: {label: results dict or workdir}, a sequence of those (labelled by
+  model name), or a single one. The training lengths are a shaded band (gid
+  'training-band'); with several seeds the per-seed range is shaded around
+  each run's median line. x ticks sit at the band's ends and at every length
+  drawn outside it.
+  """
+  named = _named_runs(runs)
+  task = named[0][1].get('task')
+  lo, hi = training_range(task)
+  fig = Figure(figsize=(6.4, 4.2), layout='constrained')
+  ax = fig.add_subplot()
+  ax.set_label('accuracy_vs_length')
+  band = ax.fill_between([lo, hi], -5, 105, color='0.85', alpha=0.6, lw=0,
+                         label=f'training lengths ({lo:g}–{hi:g})')
+  band.set_gid(BAND_GID)
+  lengths = {lo, hi}
+  for label, results in named:
+    rows = accuracy_by_length(results, metric)
+    x = [r[0] for r in rows]
+    y = [r[2] for r in rows]
+    line, = ax.plot(x, y, marker='o', ms=5, lw=1.6, label=label, clip_on=False, zorder=3)
+    if any(len(r[3]) > 1 for r in rows):
+      ax.fill_between(x, [min(r[3] or [r[2]]) for r in rows], [max(r[3] or [r[2]]) for r in rows],
+                      color=line.get_color(), alpha=0.15, lw=0)
+    lengths.update(v for v in x if not lo < v < hi)
+  ax.set_xscale('log')
+  ticks = sorted(lengths)
+  ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+  ax.xaxis.set_major_formatter(ticker.FixedFormatter([f'{t:g}' for t in ticks]))
+  ax.xaxis.set_minor_locator(ticker.NullLocator())
+  ax.set_xlim(min(ticks) / 1.25, max(ticks) * 1.25)
+  ax.set_ylim(-2, 102)
+  ax.set_yticks(range(0, 101, 20))
+  ax.set_xlabel(LENGTH_LABEL)
+  ax.set_ylabel(ACCURACY_LABEL if metric == 'accuracy' else f'{metric} (%)')
+  ax.grid(alpha=0.3)
+  ax.legend(loc='lower left', fontsize=8)
+  ax.set_title(title or f'{task}: trained on lengths {lo:g}–{hi:g}')
+  return fig
+
+
+# ---------------------------------------------------------------------------
+# Training curves.
+# ---------------------------------------------------------------------------
+def plot_training_curves(history, seeds: Optional[Sequence[int]] = None,
+                         title: Optional[str] = None) -> Figure:
+  """Training loss (log scale) and dev accuracy against epoch, one line per seed.
+
+  history: the rows of metrics.jsonl (dicts with 'epoch', 'loss' [per seed]
+  and 'dev_accuracy' [per seed, %]) or a workdir holding metrics.jsonl.
+  seeds: the seeds' names for the legend (from the workdir's config.json when
+  history is a workdir; else 0, 1, ...).
+  """
+  if isinstance(history, (str, pathlib.Path)):
+    workdir = pathlib.Path(history)
+    rows = load_history(workdir)
+    config_path = workdir / 'config.json'
+    if seeds is None and config_path.exists():
+      config = json.loads(config_path.read_text())
+      seeds = [config.get('seed', 0) + i for i in range(config.get('seeds', 1))]
+      title = title or f"{display_name(config.get('model'))} on {config.get('task')}"
+  else:
+    rows = list(history)
+  if not rows:
+    raise errors.MonolocError('the training history is empty: no epoch has finished yet')
+  epochs = np.array([r['epoch'] for r in rows])
+  loss = np.array([np.atleast_1d(r['loss']) for r in rows], np.float64)
+  dev = np.array([np.atleast_1d(r['dev_accuracy']) for r in rows], np.float64)
+  n_seeds = loss.shape[1]
+  if seeds is None or len(seeds) != n_seeds:
+    seeds = list(range(n_seeds))
+  fig = Figure(figsize=(9, 3.6), layout='constrained')
+  ax_loss, ax_dev = fig.subplots(1, 2)
+  ax_loss.set_label('loss')
+  ax_dev.set_label('dev_accuracy')
+  for i, seed in enumerate(seeds):
+    ax_loss.plot(epochs, loss[:, i], marker='o', ms=3, label=f'seed {seed}')
+    ax_dev.plot(epochs, dev[:, i], marker='o', ms=3, label=f'seed {seed}')
+  ax_loss.set_yscale('log')
+  ax_loss.set_ylabel('training loss (per token)')
+  ax_dev.set_ylabel('dev accuracy (%)')
+  ax_dev.set_ylim(-2, 102)
+  for ax in (ax_loss, ax_dev):
+    ax.set_xlabel('epoch')
+    ax.xaxis.set_major_locator(ticker.FixedLocator(epochs) if len(epochs) <= 12
+                               else ticker.MaxNLocator(integer=True))
+    ax.set_xlim(epochs.min() - 0.5, epochs.max() + 0.5)
+    ax.grid(alpha=0.3)
+  ax_dev.legend(fontsize=8, loc='lower right')
+  if title:
+    fig.suptitle(title)
+  return fig

@@ -1,0 +1,99 @@
+"""The Colab notebook (issue 6): committed without outputs, and runs top to bottom headless.
+
+The run uses nbclient with MONOLOC_NOTEBOOK_SMOKE=1 (tiny training on the CPU).
+Kernel: the test writes its own kernelspec, pointing at this interpreter
+(sys.executable -m ipykernel_launcher), into a temporary JUPYTER_PATH directory
+and asks for it by a unique name. That needs only ipykernel importable here; no
+kernelspec has to be installed on the machine, and a user-level `python3`
+kernelspec that points at another Python cannot be picked up by mistake.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+
+import pytest
+
+nbformat = pytest.importorskip('nbformat')
+nbclient = pytest.importorskip('nbclient')
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / 'notebooks' / 'monoloc_jax_colab.ipynb'
+GENERATOR = REPO / 'notebooks' / 'make_notebook.py'
+KERNEL_NAME = 'monoloc-jax-notebook-test'
+MAX_BYTES = 1_000_000
+TIME_LIMIT_S = 180
+
+
+def test_committed_notebook_has_no_outputs_and_is_small():
+  assert NOTEBOOK.stat().st_size < MAX_BYTES
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  nbformat.validate(nb)
+  code = [c for c in nb.cells if c.cell_type == 'code']
+  assert len(code) == 6
+  for cell in code:
+    assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+  assert nb.cells[0].cell_type == 'markdown' and 'Length Generalization' in nb.cells[0].source
+
+
+def test_committed_notebook_matches_its_generator():
+  spec = importlib.util.spec_from_file_location('make_notebook', GENERATOR)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  assert NOTEBOOK.read_text() == module.render(), (
+      'notebooks/monoloc_jax_colab.ipynb is stale: run python notebooks/make_notebook.py')
+
+
+def _write_kernelspec(jupyter_dir: pathlib.Path) -> None:
+  kernel_dir = jupyter_dir / 'kernels' / KERNEL_NAME
+  kernel_dir.mkdir(parents=True)
+  (kernel_dir / 'kernel.json').write_text(json.dumps({
+      'argv': [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+      'display_name': 'monoloc_jax test kernel', 'language': 'python'}))
+
+
+def _text(cell) -> str:
+  return ''.join(o.get('text', '') for o in cell.outputs if o.output_type == 'stream')
+
+
+def test_notebook_runs_top_to_bottom_in_smoke_mode(tmp_path, monkeypatch):
+  pytest.importorskip('ipykernel')
+  _write_kernelspec(tmp_path / 'jupyter')
+  monkeypatch.setenv('JUPYTER_PATH', str(tmp_path / 'jupyter'))
+  monkeypatch.setenv('JUPYTER_RUNTIME_DIR', str(tmp_path / 'runtime'))
+  monkeypatch.setenv('IPYTHONDIR', str(tmp_path / 'ipython'))
+  monkeypatch.setenv('MONOLOC_NOTEBOOK_SMOKE', '1')
+  monkeypatch.delenv('MPLBACKEND', raising=False)
+  # MONOLOC_CACHE_DIR (conftest) is inherited, so generated data stays in the session cache.
+  assert os.environ.get('MONOLOC_CACHE_DIR')
+
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  client = nbclient.NotebookClient(
+      nb, kernel_name=KERNEL_NAME, timeout=TIME_LIMIT_S, startup_timeout=90,
+      resources={'metadata': {'path': str(NOTEBOOK.parent)}})
+  start = time.time()
+  client.execute()                      # raises CellExecutionError on any error
+  elapsed = time.time() - start
+  executed = tmp_path / 'executed.ipynb'
+  nbformat.write(nb, executed)          # kept for inspection when something looks wrong
+
+  assert elapsed < TIME_LIMIT_S, f'the notebook took {elapsed:.0f}s'
+  code = [c for c in nb.cells if c.cell_type == 'code']
+  assert all(o.output_type != 'error' for c in code for o in c.outputs)
+  install, devices, kernel, training, table, heatmaps = code
+  assert 'already installed: nothing to install' in _text(install)
+  assert '| smoke setting' in _text(install)
+  for platform in ('TPU', 'GPU', 'CPU'):
+    assert f'{platform}: ' in _text(devices)
+  assert 'default backend: ' in _text(devices)
+  assert 'sum = 1.0' in _text(kernel)
+  assert 'OneStepAttn' in _text(training) and 'Relative' in _text(training)
+  assert 'test_100' in _text(table)
+  assert 'input (100 digits)' in _text(heatmaps)
+  images = {i: sum('image/png' in o.get('data', {}) for o in c.outputs)
+            for i, c in enumerate(code)}
+  assert images[2] == 1 and images[4] == 1 and images[5] == 2, images
+  assert executed.stat().st_size < MAX_BYTES, f'{executed.stat().st_size} bytes'

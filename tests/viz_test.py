@@ -1,0 +1,272 @@
+"""Figures (issue 6): each is rendered to a file and checked for content, labels and ticks.
+
+All but the last test draw synthetic data (no training); the last trains one
+tiny run and drives experiments/plot.py end to end.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import matplotlib.image as mpimg
+from matplotlib.collections import PolyCollection
+import numpy as np
+import pytest
+
+from monoloc_jax import errors
+from monoloc_jax import train
+from monoloc_jax import viz
+from monoloc_jax.configs import default
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def assert_rendered_png(path: pathlib.Path, min_side: int = 100) -> np.ndarray:
+  """The PNG exists, is a real image, and is not one flat colour."""
+  assert path.exists() and path.stat().st_size > 1000, path
+  image = mpimg.imread(path)
+  assert image.ndim == 3 and min(image.shape[:2]) >= min_side, image.shape
+  rgb = image[..., :3]
+  assert np.ptp(rgb) > 0.5, 'the image is (nearly) constant'
+  background = np.all(rgb > 0.97, axis=-1).mean()
+  assert background < 0.99, f'{background:.1%} of the pixels are white'
+  return image
+
+
+def reverse_copy_decoded(n: int, direction: float = 1.0, mix: bool = False) -> train.Decoded:
+  """A perfect Reverse Copy decode of n digits: output step t reads encoder position n - t
+  (a forward-reading model, α_dir = 1, so mixed and input positions coincide)."""
+  source = tuple(str(d) for d in np.random.default_rng(n).integers(0, 10, n))
+  output = source[::-1]
+  rows, cols = n + 1, n + 2
+  attention = np.full((rows, cols), 0.01 / cols)
+  peaks = np.arange(n, n - rows, -1)
+  peaks[-1] = cols - 1                       # <eos> reads END
+  attention[np.arange(rows), peaks] += 0.99
+  aux = {'mu': peaks / (cols - 1), 'sigma': np.full(rows, 0.27 / cols),
+         'step': np.ones(rows), 'direction': direction}
+  if mix:
+    aux['mix'] = np.linspace(0.1, 0.9, rows)
+  return train.Decoded(source, output, attention, aux)
+
+
+def axes_by_label(fig):
+  return {ax.get_label(): ax for ax in fig.axes}
+
+
+def tick_texts(ax, axis='x'):
+  labels = ax.get_xticklabels() if axis == 'x' else ax.get_yticklabels()
+  return [t.get_text() for t in labels]
+
+
+# --------------------------------------------------------------------------- heatmap
+
+
+def test_tick_rule():
+  assert viz.tick_positions(8) == list(range(8))
+  assert viz.tick_positions(40) == list(range(40))
+  assert viz.tick_positions(41) == list(range(0, 41, 2))               # 40 is the last one
+  assert viz.tick_positions(102) == list(range(0, 102, 3)) + [101]     # k = 3, plus END
+  assert viz.tick_positions(101) == list(range(0, 101, 3)) + [100]
+  assert viz.tick_positions(0) == []
+
+
+def test_attention_heatmap_short_input_labels_every_token(tmp_path):
+  d = reverse_copy_decoded(6)
+  fig = viz.plot_attention(d, model='onestep')
+  axes = axes_by_label(fig)
+  ax = axes['attention']
+  assert len(ax.get_xticks()) == 8 and len(ax.get_yticks()) == 7
+  assert tick_texts(ax, 'x') == ['START', *d.source, 'END']
+  assert tick_texts(ax, 'y') == [*d.output, '<eos>']
+  assert ax.get_xlabel() == 'input token (encoder position)'
+  assert ax.get_ylabel() == 'output token (decoder step)'
+  assert 'OneStepAttn' in ax.get_title() and 'α_dir = 1.00: forward' in ax.get_title()
+  # μ, σ and step panels, in that order, against the output step.
+  panels = [a for a in fig.axes if a.get_label().startswith('aux:')]
+  assert [a.get_label() for a in panels] == ['aux:mu', 'aux:sigma', 'aux:step']
+  assert [a.get_ylabel() for a in panels] == ['μ', 'σ', 'step']
+  assert panels[-1].get_xlabel() == 'output step'
+  # The μ overlay sits on the attention peaks (μ rescaled to encoder positions).
+  mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
+  np.testing.assert_allclose(mu_line.get_xdata(), d.attention.argmax(-1))
+  image = assert_rendered_png(viz.save(fig, tmp_path / 'attention.png'))
+  assert image.shape[0] > image.shape[1] * 0.8   # the aux panels are under the heatmap
+
+
+def test_attention_heatmap_long_input_thins_labels(tmp_path):
+  d = reverse_copy_decoded(100)
+  fig = viz.plot_attention(d, model='onestep')
+  ax = axes_by_label(fig)['attention']
+  xt, yt = tick_texts(ax, 'x'), tick_texts(ax, 'y')
+  assert len(ax.get_xticks()) == len(xt) == 35       # positions 0, 3, ..., 99 and 101
+  assert len(ax.get_yticks()) == len(yt) == 35       # steps 0, 3, ..., 99 and 100
+  assert xt[0] == '0:START' and xt[-1] == '101:END'
+  assert xt[1] == f'3:{d.source[2]}'
+  assert yt[0] == f'0:{d.output[0]}' and yt[-1] == '100:<eos>'
+  assert_rendered_png(viz.save(fig, tmp_path / 'attention100.png'), min_side=500)
+  svg = viz.save(fig, tmp_path / 'attention100.svg')
+  text = svg.read_text()
+  assert text.lstrip().startswith('<?xml') and '<svg' in text and len(text) > 10_000
+
+
+def test_attention_heatmap_maps_direction_mixed_positions_to_input_tokens():
+  """α_dir = 0: the model walks the reversed encoding forwards (its μ rises 0 -> 1), which
+  is the input read backwards. The model reports attention over input positions (an
+  anti-diagonal); the μ overlay is mapped to input positions and follows it."""
+  n = 6
+  forward = reverse_copy_decoded(n)
+  mixed_mu = 1.0 - forward.aux['mu']
+  d = forward._replace(aux={**forward.aux, 'mu': mixed_mu, 'direction': 0.0})
+  fig = viz.plot_attention(d, model='onestep')
+  ax = axes_by_label(fig)['attention']
+  np.testing.assert_allclose(ax.images[0].get_array(), forward.attention)
+  mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
+  np.testing.assert_allclose(mu_line.get_xdata(), forward.attention.argmax(-1))
+  assert 'α_dir = 0.00: backward' in ax.get_title()
+  # The μ panel shows the model's own μ.
+  np.testing.assert_allclose(axes_by_label(fig)['aux:mu'].get_lines()[0].get_ydata(), mixed_mu)
+
+
+def test_attention_heatmap_without_location_values():
+  """Relative has no μ/σ/step and no direction gate: only the heatmap (and its colorbar)."""
+  d = reverse_copy_decoded(6, direction=1.0)._replace(aux={'direction': 1.0})
+  fig = viz.plot_attention(d, model='relative', title='Relative')
+  assert not [a for a in fig.axes if a.get_label().startswith('aux:')]
+  ax = axes_by_label(fig)['attention']
+  assert ax.get_title() == 'Relative' and not ax.get_lines()
+
+
+def test_attention_heatmap_shows_content_mix_and_accepts_plain_data(tmp_path):
+  d = reverse_copy_decoded(8, mix=True)
+  fig = viz.plot_attention(d._asdict(), model='mix_onestep')
+  assert [a.get_label() for a in fig.axes if a.get_label().startswith('aux:')] == [
+      'aux:mu', 'aux:sigma', 'aux:step', 'aux:mix']
+  bare = viz.plot_attention(np.eye(5, 7))
+  ax = axes_by_label(bare)['attention']
+  assert tick_texts(ax, 'x') == [str(i) for i in range(7)]
+  assert_rendered_png(viz.save(bare, tmp_path / 'bare.png'), min_side=50)
+  with pytest.raises(errors.MonolocError, match='input positions but the source has 3 tokens'):
+    viz.plot_attention({'attention': np.ones((4, 6)), 'source': ('1', '2', '3')})
+
+
+# --------------------------------------------------------------------------- curves
+
+
+def fake_results(task, accuracies, seeds=1, model='onestep'):
+  test = {}
+  for split, acc in accuracies.items():
+    per_seed = [{'accuracy': max(0.0, acc - 3 * i)} for i in range(seeds)]
+    test[split] = {'accuracy': acc, 'accuracy_std': 1.0, 'per_seed': per_seed, 'n': 100}
+  return {'task': task, 'model': model, 'test': test}
+
+
+def test_accuracy_vs_length(tmp_path):
+  onestep = fake_results('reverse_copy', {'test_iid': 100, 'test_15': 100, 'test_30': 99.5,
+                                          'test_100': 98.0}, seeds=3)
+  relative = fake_results('reverse_copy', {'test_15': 60, 'test_30': 5, 'test_100': 0},
+                          model='relative')
+  fig = viz.plot_accuracy_vs_length({'OneStepAttn': onestep, 'Relative': relative})
+  ax = axes_by_label(fig)['accuracy_vs_length']
+  assert ax.get_xscale() == 'log'
+  assert ax.get_xlabel() == 'input length'
+  assert ax.get_ylabel() == 'sequence accuracy (%)'
+  assert list(ax.get_xticks()) == [5, 10, 15, 30, 100]
+  assert tick_texts(ax, 'x') == ['5', '10', '15', '30', '100']
+  assert list(ax.get_yticks()) == [0, 20, 40, 60, 80, 100]
+  lo, hi = ax.get_ylim()
+  assert lo <= 0 and hi >= 100
+  band, = [c for c in ax.collections if c.get_gid() == viz.BAND_GID]
+  assert isinstance(band, PolyCollection)
+  xs = band.get_paths()[0].vertices[:, 0]
+  assert (xs.min(), xs.max()) == (5, 10)
+  lines = {l.get_label(): l for l in ax.get_lines()}
+  assert set(lines) == {'OneStepAttn', 'Relative'}
+  np.testing.assert_allclose(lines['OneStepAttn'].get_xdata(), [7.5, 15, 30, 100])
+  np.testing.assert_allclose(lines['Relative'].get_ydata(), [60, 5, 0])
+  assert_rendered_png(viz.save(fig, tmp_path / 'acc.png'))
+  assert '<svg' in viz.save(fig, tmp_path / 'acc.svg').read_text()
+
+
+def test_accuracy_vs_length_reads_workdirs_and_lookup_lengths(tmp_path):
+  (tmp_path / 'run').mkdir()
+  (tmp_path / 'run' / 'results.json').write_text(json.dumps(
+      fake_results('lookup', {'test_long1': 90, 'test_long3': 50, 'test_long5': 10})))
+  fig = viz.plot_accuracy_vs_length([tmp_path / 'run'])
+  ax = axes_by_label(fig)['accuracy_vs_length']
+  line, = ax.get_lines()
+  assert line.get_label() == 'OneStepAttn'
+  np.testing.assert_allclose(line.get_xdata(), [7, 9, 11])   # 6 + K tokens
+  assert list(ax.get_xticks()) == [3, 6, 7, 9, 11]
+  assert viz.split_length('reverse_lookup', 'test_iid') == 6
+  with pytest.raises(errors.MonolocError, match="task 'scan_length' has no length splits"):
+    viz.plot_accuracy_vs_length(fake_results('scan_length', {'test': 10.0}))
+
+
+def test_training_curves(tmp_path):
+  rows = [{'epoch': e, 'loss': [1.0 / e, 1.5 / e], 'dev_accuracy': [20.0 * e, 10.0 * e]}
+          for e in (1, 2, 3)]
+  fig = viz.plot_training_curves(rows, seeds=[4, 5])
+  axes = axes_by_label(fig)
+  assert axes['loss'].get_yscale() == 'log'
+  assert axes['loss'].get_xlabel() == axes['dev_accuracy'].get_xlabel() == 'epoch'
+  assert axes['dev_accuracy'].get_ylabel() == 'dev accuracy (%)'
+  assert [l.get_label() for l in axes['dev_accuracy'].get_lines()] == ['seed 4', 'seed 5']
+  assert list(axes['loss'].get_xticks()) == [1, 2, 3]
+  assert_rendered_png(viz.save(fig, tmp_path / 'curves.png'))
+
+
+def test_location_distribution(tmp_path):
+  weights = viz.location_weights(0.5, 0.05, 11)
+  np.testing.assert_allclose(weights.sum(), 1.0, rtol=1e-5)
+  assert weights.argmax() == 5
+  fig = viz.plot_location_distribution(0.5, 0.05, 11)
+  ax = axes_by_label(fig)['location']
+  assert len(ax.patches) == 11 and ax.get_ylabel() == "location attention λ'"
+  assert_rendered_png(viz.save(fig, tmp_path / 'loc.png'))
+
+
+def test_errors(tmp_path):
+  with pytest.raises(errors.MonolocError, match='does not exist'):
+    viz.load_results(tmp_path / 'nope')
+  with pytest.raises(errors.MonolocError, match='has no results.json'):
+    viz.plot_accuracy_vs_length({'x': tmp_path})
+  with pytest.raises(errors.MonolocError, match='has no metrics.jsonl'):
+    viz.plot_training_curves(tmp_path)
+  (tmp_path / 'metrics.jsonl').write_text('')
+  with pytest.raises(errors.MonolocError, match='history is empty'):
+    viz.plot_training_curves(tmp_path)
+  with pytest.raises(errors.MonolocError, match="cannot save a figure as 'x.jpg'"):
+    viz.save(viz.plot_attention(np.eye(3)), tmp_path / 'x.jpg')
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope='module')
+def tiny_run(tmp_path_factory):
+  """One undertrained OneStepAttn run on Reverse Copy (about half a minute on 2 cores)."""
+  c = default.get_config()
+  c.task, c.model, c.progress = 'reverse_copy', 'onestep', False
+  c.train_size, c.eval_size, c.max_epochs = 600, 50, 1
+  c.test_splits = 'test_15,test_100'
+  c.eval_batch_size, c.bucket_batches = 64, False   # fewer programs to compile
+  workdir = tmp_path_factory.mktemp('tiny_run')
+  train.train_and_evaluate(c, str(workdir))
+  return workdir
+
+
+def test_plot_script_writes_the_three_figures(tiny_run):
+  proc = subprocess.run([sys.executable, str(REPO / 'experiments' / 'plot.py'),
+                         f'--workdir={tiny_run}'], capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  names = ('attention.png', 'accuracy_vs_length.png', 'training_curves.png')
+  assert proc.stdout.split() == [str(tiny_run / n) for n in names]
+  for name in names:
+    assert_rendered_png(tiny_run / name)
+  missing = subprocess.run([sys.executable, str(REPO / 'experiments' / 'plot.py'),
+                            f'--workdir={tiny_run}', f'--workdir={tiny_run / "nope"}'],
+                           capture_output=True, text=True, timeout=300)
+  assert missing.returncode == 2
+  assert missing.stderr.strip().splitlines()[-1] == f'error: workdir {tiny_run / "nope"} does not exist'
