@@ -1,0 +1,226 @@
+"""Throughput benchmark (console script `monoloc-benchmark`).
+
+  monoloc-benchmark --task=recopy --model=onestep --out=bench.json
+
+Measures, after warm-up and separately from compilation:
+  * training samples/s for one seed (one full epoch at --batch_size);
+  * training samples/s per seed with --vmapped_seeds seeds in one program;
+  * greedy-decoding samples/s on --decode_split at --eval_batch_size;
+  * compile time (every bucket shape of the train step and of decoding);
+  * peak resident memory;
+and derives tokens/s and the fraction of --peak_gflops reached by the useful
+FLOPs (GRU cells, attention and projections on the real, unpadded tokens; see
+`flops_per_sample`).
+"""
+
+import json
+import resource
+import time
+from typing import Dict
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from monoloc_jax import input_pipeline as ip
+from monoloc_jax import tasks
+from monoloc_jax import train
+from monoloc_jax import variants
+from monoloc_jax.configs import default
+
+_TASK = flags.DEFINE_enum('task', 'recopy', list(tasks.TASKS), 'Task.')
+_MODEL = flags.DEFINE_enum('model', 'onestep', list(variants.MODEL_NAMES), 'Attention variant.')
+_BATCH = flags.DEFINE_integer('batch_size', 32, 'Training batch size.', lower_bound=1)
+_EVAL_BATCH = flags.DEFINE_integer('eval_batch_size', 256, 'Decoding batch size.', lower_bound=1)
+_SEEDS = flags.DEFINE_integer('vmapped_seeds', 5, 'Seeds in the vmapped measurement.',
+                              lower_bound=1)
+_TRAIN_SIZE = flags.DEFINE_integer('train_size', 0, 'Training samples (0 = the whole split).',
+                                   lower_bound=0)
+_DECODE_SPLIT = flags.DEFINE_string('decode_split', 'test_100', 'Split to greedy-decode.')
+_DECODE_SIZE = flags.DEFINE_integer('decode_size', 0, 'Decode samples (0 = the whole split).',
+                                    lower_bound=0)
+_PEAK = flags.DEFINE_float('peak_gflops', 166.0,
+                           'Peak FP32 GFLOP/s of the machine (2 Zen 4 cores: 166).')
+_DATA_DIR = flags.DEFINE_string('data_dir', '', 'Data directory for SCAN/CFQ/Lookup files.')
+_OUT = flags.DEFINE_string('out', '', 'Write the figures as JSON to this file.')
+
+
+def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int = 128,
+                     value: int = 128, spec=None) -> float:
+  """Forward FLOPs (2 per multiply-add) of one sample with n_src tokens and n_tgt
+  decoder steps (incl. `<eos>`), counting GRU cells, attention and projections."""
+  s = n_src + 2
+  h = d // 2
+  enc = 2 * s * 2 * (embed * 3 * h + h * 3 * h)            # 2 directions, input + hidden
+  mem = s * 2 * (d * value + value * d)                     # inter value + value projection
+  if spec is not None and spec.scores is not None:
+    mem += s * 2 * d * d                                    # keys
+  step = 2 * ((embed + d) * 3 * d + d * 3 * d)              # decoder GRU
+  step += 2 * d * d + 2 * s * d                             # f_o, sum_i a_i v_i
+  if spec is not None and spec.scores is not None:
+    step += 2 * d * d + 2 * s * d                           # query, scores
+    if spec.scores == 'relative':
+      step += 2 * d * d + 2 * s * d
+  if spec is not None and spec.rule is not None:
+    step += 2 * d * d + 2 * d * 4 + 10 * s                  # l_t, sigma/rho/mix, Gaussian
+  step += 2 * d * vocab                                     # tied output layer (hoisted form)
+  return float(enc + mem + n_tgt * step)
+
+
+def _timed(fn):
+  t0 = time.perf_counter()
+  out = fn()
+  jax.block_until_ready(out)
+  return out, time.perf_counter() - t0
+
+
+def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
+            vmapped_seeds: int, train_size: int = 0, decode_split: str = 'test_100',
+            decode_size: int = 0, peak_gflops: float = 166.0, data_dir: str = ''
+            ) -> Dict[str, float]:
+  """Runs the measurements; returns the figures as a dict."""
+  config = default.get_config()
+  config.task, config.model, config.batch_size = task, model_name, batch_size
+  config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
+  config.test_splits, config.data_dir = decode_split, data_dir
+  train.validate_config(config)
+  data = train.load_data(config)
+  split = data.tests[decode_split]
+  if decode_size and decode_size < len(split):
+    split = ip.EncodedSplit(split.src[:decode_size], split.src_len[:decode_size],
+                            split.tgt[:decode_size], split.tgt_len[:decode_size], None, 0)
+  model = train.make_model(config, data.vocab)
+  tx = train.make_optimizer(config)
+  programs = train.make_programs(model, tx)
+  spec = variants.get(model_name)
+  out: Dict[str, float] = {'task': task, 'model': model_name, 'batch_size': batch_size,
+                           'backend': jax.default_backend(),
+                           'device': str(jax.devices()[0])}
+
+  def init_state(n):
+    probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in range(n)])
+    params, opt_state = programs.init(keys, probe.src[0], probe.src_len[0], probe.tgt_in[0])
+    return train.TrainState(params, opt_state, jnp.zeros((n,), jnp.int32), keys)
+
+  def epoch_batches(n):
+    return list(ip.train_batches(data.train, batch_size, list(range(n)), 0, 0,
+                                 data.vocab.sos_id))
+
+  compile_s = 0.0
+
+  def warm(state, batches):
+    """Runs one batch of each distinct shape (compiles them); returns the state."""
+    nonlocal compile_s
+    n = batches[0].src.shape[0]
+    acc = (jnp.zeros((n,)), jnp.zeros((n,)), jnp.full((n,), -1, jnp.int32))
+    seen = set()
+    for b in batches:
+      shape = (b.src.shape, b.tgt_in.shape)
+      if shape not in seen:
+        seen.add(shape)
+        (state, acc), dt = _timed(lambda: programs.train_step(state, b, acc))
+        compile_s += dt
+    return state, len(seen)
+
+  def run_epoch(state, batches):
+    n = batches[0].src.shape[0]
+    acc = (jnp.zeros((n,)), jnp.zeros((n,)), jnp.full((n,), -1, jnp.int32))
+    t0 = time.perf_counter()
+    for b in batches:
+      state, acc = programs.train_step(state, b, acc)
+    jax.block_until_ready(acc)
+    return state, time.perf_counter() - t0
+
+  n_train = len(data.train)
+  train_tokens = int(data.train.tgt_len.sum())
+  # One seed.
+  batches = epoch_batches(1)
+  state, n_shapes = warm(init_state(1), batches)
+  _, dt = run_epoch(state, batches)
+  out['train_samples_per_s'] = n_train / dt
+  out['train_tokens_per_s'] = train_tokens / dt
+  out['train_epoch_s'] = dt
+  out['train_shapes'] = n_shapes
+  # Several seeds, vmapped.
+  batches = epoch_batches(vmapped_seeds)
+  state, _ = warm(init_state(vmapped_seeds), batches)
+  _, dt = run_epoch(state, batches)
+  out['vmapped_seeds'] = vmapped_seeds
+  out['train_samples_per_s_per_seed_vmapped'] = n_train / dt
+  out['train_samples_per_s_vmapped_total'] = vmapped_seeds * n_train / dt
+  # Greedy decoding of the long split (one seed).
+  params = init_state(1).params
+  eval_b = ip.eval_batches(split, eval_batch_size, data.vocab.sos_id)
+  seen = set()
+  for _, b, steps in eval_b:
+    if (b.src.shape, steps) not in seen:
+      seen.add((b.src.shape, steps))
+      _, dt = _timed(lambda: programs.greedy(params, b.src, b.src_len, steps))
+      compile_s += dt
+  t0 = time.perf_counter()
+  for _, b, steps in eval_b:
+    tok, _ = programs.greedy(params, b.src, b.src_len, steps)
+  jax.block_until_ready(tok)
+  dt = time.perf_counter() - t0
+  out['decode_split'] = decode_split
+  out['decode_samples_per_s'] = len(split) / dt
+  out['decode_tokens_per_s'] = float(split.tgt_len.sum()) / dt
+  out['decode_s'] = dt
+  out['compile_s'] = compile_s   # first calls: compile + one run each
+  out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+  vocab = len(data.vocab)
+  train_flops = 3.0 * sum(flops_per_sample(int(a), int(b), vocab, config.embed_dim,
+                                           config.hidden_dim, config.value_dim, spec)
+                          for a, b in zip(data.train.src_len, data.train.tgt_len))
+  out['train_gflops_per_s'] = train_flops / out['train_epoch_s'] / 1e9
+  out['train_peak_fraction'] = out['train_gflops_per_s'] / peak_gflops
+  out['train_gflops_per_s_vmapped'] = (train_flops * vmapped_seeds
+                                       / (vmapped_seeds * n_train
+                                          / out['train_samples_per_s_vmapped_total']) / 1e9)
+  out['train_peak_fraction_vmapped'] = out['train_gflops_per_s_vmapped'] / peak_gflops
+  decode_flops = sum(flops_per_sample(int(a), int(b), vocab, config.embed_dim,
+                                      config.hidden_dim, config.value_dim, spec)
+                     for a, b in zip(split.src_len, split.tgt_len))
+  out['decode_gflops_per_s'] = decode_flops / out['decode_s'] / 1e9
+  out['decode_peak_fraction'] = out['decode_gflops_per_s'] / peak_gflops
+  return out
+
+
+def format_report(r: Dict[str, float]) -> str:
+  rows = [
+      ('training, 1 seed', f"{r['train_samples_per_s']:.0f} samples/s",
+       f"{r['train_tokens_per_s']:.0f} tokens/s", f"{100 * r['train_peak_fraction']:.1f}% of peak"),
+      (f"training, {r['vmapped_seeds']} seeds vmapped",
+       f"{r['train_samples_per_s_per_seed_vmapped']:.0f} samples/s/seed",
+       f"{r['train_samples_per_s_vmapped_total']:.0f} samples/s total",
+       f"{100 * r['train_peak_fraction_vmapped']:.1f}% of peak"),
+      (f"greedy decoding, {r['decode_split']}", f"{r['decode_samples_per_s']:.0f} samples/s",
+       f"{r['decode_tokens_per_s']:.0f} tokens/s", f"{100 * r['decode_peak_fraction']:.1f}% of peak"),
+      ('compile (all shapes)', f"{r['compile_s']:.1f} s", f"{r['train_shapes']} train shapes", ''),
+      ('peak resident memory', f"{r['peak_rss_mb']:.0f} MB", '', ''),
+  ]
+  head = f"{r['model']} on {r['task']}, batch {r['batch_size']}, {r['device']}"
+  return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
+
+
+def main(argv):
+  del argv
+  r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
+              _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
+              _DATA_DIR.value)
+  print(format_report(r))
+  if _OUT.value:
+    with open(_OUT.value, 'w') as f:
+      json.dump(r, f, indent=2)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
