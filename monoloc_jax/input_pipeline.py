@@ -20,8 +20,8 @@ from monoloc_jax.tasks.types import Example
 from monoloc_jax.vocab import Vocabulary
 
 # Padded lengths. Beyond the table, lengths round up to a multiple of 256.
-BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
-                            768, 1024)
+BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320,
+                            384, 448, 512, 768, 1024)
 
 
 def bucket_length(n: int) -> int:

@@ -233,10 +233,12 @@ class Seq2Seq(nn.Module):
   def _step_fn(self, memory, step_params):
     """The pure decoder step and the hoisted output layer.
 
-    f_o (Eq. 2) and the context half of the GRU input projection are linear
-    maps applied after the weighted sum, so they are folded into the values
-    once per sequence: v''_i = v_i W_o W_ic, and Σ_i a_ti v''_i is directly the
-    attention's contribution to the GRU input (exact).
+    f_o (Eq. 2) and the context half of the GRU input projection are two
+    linear maps in a row, so they are applied as one [D, 3D] matrix W_o W_ic
+    per step (exact). (Folding them into the values instead makes the values
+    3D wide: the per-step weighted sum and, in the backward pass, the
+    per-step gradient accumulation of the values get 3x larger; see
+    BUILD_NOTES.md.)
 
     Returns (step, out_matrix [D, V], out_bias [V]), where
     step((hs, attn_carry), token [B]) -> (new carry, (h [B, D], a [B, S], aux)).
@@ -244,13 +246,13 @@ class Seq2Seq(nn.Module):
     layers, token_table, context_kernel, out_matrix, out_bias = self._decoder_arrays()
     spec, min_sigma = self.spec, self.min_sigma
     step_params = dict(step_params)
-    memory = memory._replace(values=memory.values @ (step_params.pop('out') @ context_kernel))
+    context_kernel = step_params.pop('out') @ context_kernel               # W_o W_ic [D, 3D]
 
     def step(carry, token):
       hs, attn_carry = carry
       gru_context, weights, attn_carry, aux = attn.attention_step(
           spec, step_params, memory, hs[-1], attn_carry, min_sigma)
-      x_proj = jnp.take(token_table, token, axis=0) + gru_context
+      x_proj = jnp.take(token_table, token, axis=0) + gru_context @ context_kernel
       new_hs = []
       for i, (w_i, b_i, w_h, b_h) in enumerate(layers):
         if i > 0:
