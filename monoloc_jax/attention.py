@@ -97,11 +97,22 @@ def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
   mu, sigma: [...]; positions, mask: [..., S]. Returns [..., S]: 0 at masked
   positions, summing to 1 over the valid ones (unless every weight underflows,
   as in the reference code, in which case it is all 0).
+
+  Computed with a max-shift, which is the same function in exact arithmetic:
+  with a_i = -z_i^2 / 2 and c = max_i a_i (no gradient through c),
+    lambda'_i = exp(a_i - c) / (sum_j exp(a_j - c) + eps exp(-c)).
+  The direct form's gradient divides by (sum + eps)^2, about 1e-40 once mu has
+  left the input: a float32 denormal that XLA:CPU flushes to 0, so training
+  got NaN gradients (seen with MonoAttn on Inv ReCopy). This form's
+  gradients stay finite.
   """
-  mask = mask.astype(positions.dtype)
+  mask = mask.astype(bool)
   z = (positions - mu[..., None]) / sigma[..., None]
-  lam = jnp.exp(-0.5 * z * z) * mask
-  return lam / (jnp.sum(lam, axis=-1, keepdims=True) + eps)
+  log_lam = jnp.where(mask, -0.5 * z * z, -jnp.inf)
+  shift = jax.lax.stop_gradient(jnp.max(log_lam, axis=-1, keepdims=True))
+  shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+  lam = jnp.where(mask, jnp.exp(log_lam - shift), 0.0)
+  return lam / (jnp.sum(lam, axis=-1, keepdims=True) + eps * jnp.exp(-shift))
 
 
 def attended_position(weights: Array, positions: Array) -> Array:

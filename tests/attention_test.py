@@ -877,3 +877,26 @@ def test_kernel_under_jit_vmap_grad(name):
     assert np.all(np.isfinite(np.asarray(g)))
   if float_grads and not name.startswith(('stepsize', 'normalized')):
     assert any(np.any(np.asarray(g) != 0) for g in float_grads)
+
+
+@pytest.mark.parametrize('mu', [0.5, 1.0, 1.3, 2.0, 1e3, -5.0])
+def test_gaussian_gradient_is_finite_when_mu_leaves_the_input(mu):
+  """Regression: the direct λ/(Σλ+ε) form had NaN gradients once every weight
+  underflowed (XLA:CPU flushes the ~1e-40 denominator to 0); MonoAttn on Inv
+  ReCopy hit a NaN loss at epoch 1. Values must still equal the direct form."""
+  length, sigma = 40, 0.27 / 40
+  positions = np.arange(length) / (length - 1)
+  mask = np.arange(length) < 35
+
+  def weighted(m, s):
+    lam = A.gaussian_location_attention(m, s, jnp.asarray(positions, jnp.float32),
+                                        jnp.asarray(mask))
+    return jnp.sum(lam * jnp.arange(length))
+
+  grads = jax.grad(weighted, argnums=(0, 1))(jnp.float32(mu), jnp.float32(sigma))
+  assert all(np.isfinite(np.asarray(g)) for g in grads)
+  z = (positions - mu) / sigma
+  lam = np.exp(-0.5 * z * z) * mask
+  expected = (lam / (lam.sum() + 1e-20) * np.arange(length)).sum()
+  np.testing.assert_allclose(float(weighted(jnp.float32(mu), jnp.float32(sigma))), expected,
+                             rtol=1e-5, atol=1e-5)
