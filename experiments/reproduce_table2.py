@@ -17,6 +17,7 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 from ml_collections import config_flags
 
 from monoloc_jax import errors
@@ -76,6 +77,7 @@ def verdict(acc: float) -> str:
 
 def main(argv):
   del argv
+  logging.set_verbosity(logging.WARNING)
   root = pathlib.Path(_WORKDIR.value)
   root.mkdir(parents=True, exist_ok=True)
   paper = read_paper_table(pathlib.Path(_PAPER.value))

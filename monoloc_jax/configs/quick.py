@@ -1,8 +1,15 @@
 """The README's main job: a short OneStepAttn run on Reverse Copy.
 
-Protocol: all 10,000 training samples (lengths 5-10), at most 3 epochs, one
-seed, the full 2,000-sample dev split and test splits at lengths 15, 30, 100.
-Everything else (optimiser, lr plateau, early stopping) as in the paper.
+Protocol: all 10,000 training samples (lengths 5-10), at most 3 epochs, three
+seeds trained together in one vmapped program, the full 2,000-sample dev split
+and test splits at lengths 15, 30, 100; the table reports the median over the
+seeds (the paper's statistic) and mean ± std. Everything else (optimiser, lr
+plateau, early stopping) as in the paper.
+
+Why three seeds: OneStepAttn on Reverse Copy either leaves its initial plateau
+within the first epoch or settles in a basin that fits the training lengths
+and does not extrapolate (seed 0 does the latter; seeds 1 and 2 solve the
+task in epoch 1). The paper reports medians over five seeds for this reason.
 """
 
 from monoloc_jax.configs import default
@@ -12,5 +19,6 @@ def get_config():
   c = default.get_config()
   c.task = 'reverse_copy'
   c.model = 'onestep'
+  c.seeds = 3
   c.max_epochs = 3
   return c
