@@ -317,10 +317,6 @@ def seeds_of(config) -> List[int]:
   return [config.seed + i for i in range(config.seeds)]
 
 
-def _abstract(tree):
-  return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
-
-
 def _versions() -> Dict[str, str]:
   import flax, optax as _optax, orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   return {'python': platform.python_version(), 'jax': jax.__version__,
@@ -481,7 +477,6 @@ def restore_for_eval(workdir: str):
   vocab = Vocabulary.load(workdir / 'vocab.json')
   model = make_model(config, vocab)
   programs = make_programs(model, make_optimizer(config))
-  n = config.seeds
   dummy = jnp.ones((1, 1), jnp.int32)
   keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds_of(config)])
   params, _ = jax.eval_shape(programs.init, keys, dummy, jnp.ones((1,), jnp.int32), dummy)
@@ -489,7 +484,6 @@ def restore_for_eval(workdir: str):
   best = ckpt.restore_best_params(params)
   if best is None:
     raise errors.MonolocError(f'{workdir} has no checkpoint to evaluate')
-  del n
   return config, vocab, programs, best
 
 
