@@ -128,8 +128,8 @@ def _lookup_spec(reverse: bool) -> TaskSpec:
 _SCAN_MISSING = (
     "task 'scan_length' needs data_dir: a directory with the SCAN length "
     'split files tasks_train_length.txt, tasks_validation_length.txt and '
-    'tasks_test_length.txt; fetch them with '
-    'monoloc_jax.tasks.scan.download(dest_dir)')
+    "tasks_test_length.txt; fetch all three with "
+    "monoloc_jax.tasks.scan.download(dest_dir, source='machine_tasks')")
 _CFQ_MISSING = (
     "task 'cfq_length' needs data_dir: the unpacked official CFQ release, "
     'holding dataset.json and splits/length_split.json')
