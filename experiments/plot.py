@@ -64,7 +64,7 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=0):
   for other in workdirs[1:]:
     viz.load_results(other)  # a clear error before any work
   config = results.get('config', {})
-  task, model = results.get('task'), results.get('model')
+  task, model = results.get('task'), results.get('variant', results.get('model'))
   written = []
 
   if example:
@@ -85,7 +85,7 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=0):
     runs = {}
     for wd in workdirs:
       res = viz.load_results(wd)
-      label = viz.display_name(res.get("model"))
+      label = viz.display_name(res.get("variant", res.get("model")))
       if label in runs:
         label = f'{label} ({pathlib.Path(wd).name})'
       runs[label] = res

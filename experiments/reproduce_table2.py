@@ -86,7 +86,7 @@ def main(argv):
   for task, model in grid:
     config = flags.FLAGS.config
     with config.unlocked():
-      config.task, config.model, config.seeds = task, model, _SEEDS.value
+      config.task, config.variant, config.seeds = task, model, _SEEDS.value
       config.progress = False
     workdir = root / f'{task}__{model}'
     t0 = time.time()

@@ -11,22 +11,22 @@ Shapes use B for batch, S for encoder positions, D for the model width.
 The module has three layers:
   1. elementary kernels (softstair, leaky_clamp, Gaussian weights, scores,
      rotary and sinusoidal embeddings, direction and content mixing);
-  2. `LOCATION_RULES`, a registry that says, per location variant, which step
-     activation and which mu update (Eq. 11-13, §5.3, Eq. 19) it uses;
-  3. `attention_step`, which composes them into one decoder step of any variant
-     described by an `AttentionSpec`.
+  2. step activations and mu updates (Eq. 11-13, §5.3-5.4, Eq. 19, Table 4);
+  3. variants as data: a `Variant` is a score branch (`SCORE_BRANCHES`), a
+     location rule (`LOCATION_RULES`) and two switches; `fold_params`,
+     `make_memory` and `attention_step` run one decoder step of any variant.
 """
 
 import dataclasses
 import math
-from typing import Callable, Dict, NamedTuple, Optional
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 
 Array = jax.Array
 
-# Constants of SPEC.md §2.
+# The papers' constants (equation numbers: Ray Chowdhury & Caragea 2023).
 MIN_SIGMA = 0.27           # Eq. 10
 SOFTSTAIR_TEMPERATURE = 20.0  # Eq. 14
 LEAKY_SLOPE = 0.01         # Eq. 8
@@ -230,40 +230,39 @@ def content_mixing(location_weights: Array, content_weights: Array,
 
 
 # --------------------------------------------------------------------------
-# 2. Location rules: step activations and mu updates (SPEC §2.5 table).
+# 2. Location rules: step activations and mu updates.
 # --------------------------------------------------------------------------
-def sigmoid_step(rho: Array, gate_logit: Optional[Array] = None) -> Array:
-  """§5.3 (OneStepAttn): step = sigmoid(5 rho) in (0, 1)."""
-  del gate_logit
+def sigmoid_step(rho: Array) -> Array:
+  """§5.3 (OneStepAttn): step = sigmoid(5 rho), in (0, 1)."""
   return jax.nn.sigmoid(SIGMOID_STEP_SCALE * rho)
 
 
-def softstair_step(rho: Array, gate_logit: Optional[Array] = None) -> Array:
-  """Eq. 11 / 14 (LocAttn): step = softstair(rho)."""
-  del gate_logit
+def softstair_step(rho: Array) -> Array:
+  """Eq. 11 and 14 (LocAttn): step = softstair(rho)."""
   return softstair(rho)
 
 
-def relu_step(rho: Array, gate_logit: Optional[Array] = None) -> Array:
+def relu_step(rho: Array) -> Array:
   """App. B (RMonoAttn): step = ReLU(rho) >= 0."""
-  del gate_logit
   return jax.nn.relu(rho)
 
 
-def free_step(rho: Array, gate_logit: Optional[Array] = None) -> Array:
-  """Table 4 (OneStep -Sigmoid): step = rho, unconstrained."""
-  del gate_logit
+def free_step(rho: Array) -> Array:
+  """Table 4 (OneStepAttn -Sigmoid): step = rho, unconstrained."""
   return rho
 
 
 def mono_step(rho: Array, gate_logit: Array) -> Array:
-  """Eq. 19 (MonoAttn): step = g sigmoid(5 rho) + (1 - g) ReLU(rho), g = sigmoid(p)."""
+  """Eq. 19 (MonoAttn): step = g sigmoid(5 rho) + (1 - g) ReLU(rho), g = sigmoid(p).
+
+  gate_logit: the learned scalar p.
+  """
   g = jax.nn.sigmoid(gate_logit)
   return g * jax.nn.sigmoid(SIGMOID_STEP_SCALE * rho) + (1.0 - g) * jax.nn.relu(rho)
 
 
 def monotonic_mu(step: Array, pa_prev: Array, step_size: Array) -> Array:
-  """§5.3-5.4 (OneStep, Mono, RMono and ablations): mu_t = pa_{t-1} + step * stepsize."""
+  """§5.3-5.4 (OneStep, Mono, RMono and the ablations): mu_t = pa_{t-1} + step * stepsize."""
   return pa_prev + step * step_size
 
 
@@ -278,126 +277,302 @@ def dubois_mu(step: Array, rho_prev: Array, rho_bias: Array, pa_prev: Array,
 
 def dubois_s_mu(step: Array, rho_bias: Array, pa_prev: Array, step_size: Array,
                 is_first: Array) -> Array:
-  """LocAttn S (SPEC §2.5), before clamping: the bias at t = 1, pa_{t-1} after.
+  """LocAttn S (Dubois et al.'s simplified form), before clamping: the learned
+  offset at the first step, pa_{t-1} after it.
 
     mu_1 = step * stepsize + sigmoid(rho_2);  mu_t = step * stepsize + pa_{t-1}
   """
   return step * step_size + jnp.where(is_first, jax.nn.sigmoid(rho_bias), pa_prev)
 
 
-# update name -> (fn(step, rho, pa_prev, stepsize, is_first) -> mu, num_rho).
-MU_UPDATES = {
-    'monotonic': (lambda step, rho, pa, ss, first: monotonic_mu(step, pa, ss), 1),
-    'dubois': (lambda step, rho, pa, ss, first:
-               dubois_mu(step, rho[..., 1], rho[..., 2], pa, ss), 3),
-    'dubois_s': (lambda step, rho, pa, ss, first:
-                 dubois_s_mu(step, rho[..., 1], pa, ss, first), 2),
-}
+# Mu updates in the one signature a LocationRule calls:
+#   update(step [B], rho [B, K], pa_prev [B], step_size [B], is_first []) -> mu [B].
+def monotonic_update(step, rho, pa_prev, step_size, is_first):
+  """`monotonic_mu`; uses rho_1 only (through `step`)."""
+  del rho, is_first
+  return monotonic_mu(step, pa_prev, step_size)
 
-STEP_ACTIVATIONS: Dict[str, Callable[..., Array]] = {
-    'sigmoid': sigmoid_step,
-    'softstair': softstair_step,
-    'relu': relu_step,
-    'free': free_step,
-    'mono': mono_step,
-}
+
+def dubois_update(step, rho, pa_prev, step_size, is_first):
+  """`dubois_mu` with rho_2 = rho[..., 1] and rho_3 = rho[..., 2]."""
+  del is_first
+  return dubois_mu(step, rho[..., 1], rho[..., 2], pa_prev, step_size)
+
+
+def dubois_s_update(step, rho, pa_prev, step_size, is_first):
+  """`dubois_s_mu` with rho_2 = rho[..., 1]."""
+  return dubois_s_mu(step, rho[..., 1], pa_prev, step_size, is_first)
+
+
+# --------------------------------------------------------------------------
+# 3. Variants as data: parameter declarations, score branches, location rules.
+# --------------------------------------------------------------------------
+class Dims(NamedTuple):
+  """Widths a parameter shape may depend on.
+
+  model: D, the decoder state and value width; qk: the query/key width (the
+  paper's head dimension); encoded: the width of the encoder outputs e_i.
+  """
+  model: int
+  qk: int
+  encoded: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamDef:
+  """One learned array of a variant: its name, shape (from `Dims`) and initialiser."""
+  name: str
+  shape: Callable[[Dims], Tuple[int, ...]]
+  init: Callable[..., Array]
+
+
+glorot = jax.nn.initializers.glorot_uniform()
+zeros = jax.nn.initializers.zeros
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreBranch:
+  """A softmax branch: how c_ti is computed from the query and the keys.
+
+  name: a label for messages and reprs.
+  score: fn(q [B, qk], memory, carry, params) -> c_t [B, S]; `q` is the query
+    after W_q (or the raw h_{t-1} when `fold_query`), `params` the variant's
+    `AttentionParams`.
+  params: learned arrays beyond W_q and W_k (e.g. Transformer-XL's W_r, b_1, b_2).
+  prepare_keys: fn(keys [B, S, qk], index [1, S]) -> keys, applied once per
+    sequence (RoPE rotates k_i by i), or None.
+  fold_query: q.k_i = h.(W_q^T k_i) is used to fold W_q into the keys (exact,
+    one product per position instead of one per step); only valid when the
+    score is a plain dot product of q with the keys.
+  step_flops: fn(dims, S) -> nominal FLOPs of one step's scores (benchmarks).
+  """
+  name: str
+  score: Callable[..., Array]
+  params: Tuple[ParamDef, ...] = ()
+  prepare_keys: Optional[Callable[[Array, Array], Array]] = None
+  fold_query: bool = False
+  step_flops: Callable[[Dims, int], float] = lambda dims, s: 2 * dims.model * dims.qk + 2 * s * dims.qk
 
 
 @dataclasses.dataclass(frozen=True)
 class LocationRule:
   """How one location variant moves mu.
 
-  step: key of STEP_ACTIVATIONS applied to rho_1.
-  update: 'monotonic' (pa_{t-1} + step * stepsize), 'dubois' (Eq. 11-13) or
-    'dubois_s' (LocAttn S).
+  name: a label for messages and reprs.
+  step: the step activation applied to rho_1, called as step(rho_1, **rule_params).
+  update: the mu update (see `monotonic_update`), called as
+    update(step, rho, pa_prev, stepsize, is_first).
+  num_rho: how many outputs the rho read-out W_rho has (rho_1, rho_2, ...).
   clamp: whether leaky_clamp (Eq. 8) is applied to mu.
+  params: learned arrays the step activation takes by name (MonoAttn's gate logit).
   """
-  step: str
-  update: str
+  name: str
+  step: Callable[..., Array]
+  update: Callable[..., Array]
+  num_rho: int
   clamp: bool
-
-  @property
-  def num_rho(self) -> int:
-    """How many outputs the rho projection W_rho needs."""
-    return MU_UPDATES[self.update][1]
-
-  @property
-  def has_gate(self) -> bool:
-    return self.step == 'mono'
+  params: Tuple[ParamDef, ...] = ()
 
 
-LOCATION_RULES: Dict[str, LocationRule] = {
-    'locattn': LocationRule('softstair', 'dubois', clamp=True),
-    'locattn_s': LocationRule('softstair', 'dubois_s', clamp=True),
-    'onestep': LocationRule('sigmoid', 'monotonic', clamp=False),
-    'mono': LocationRule('mono', 'monotonic', clamp=False),
-    'rmono': LocationRule('relu', 'monotonic', clamp=False),
-    'onestep_minus_step2': LocationRule('sigmoid', 'dubois', clamp=True),
-    'onestep_minus_step3': LocationRule('softstair', 'monotonic', clamp=False),
-    'onestep_minus_sigmoid': LocationRule('free', 'monotonic', clamp=False),
-}
+def _content_score(q, memory, carry, params):
+  """Eq. 1 on the (direction-mixed) keys; W_q is folded into them."""
+  del carry, params
+  return content_scores(q, memory.keys)
 
 
-def location_mu(rule: LocationRule, rho: Array, pa_prev: Array,
-                step_size: Array, is_first: Array,
-                gate_logit: Optional[Array] = None):
+def _relative_score(q, memory, carry, params):
+  """Eq. 3-4: key i sits at distance i - (t-1) from the query of step t."""
+  distance = jnp.arange(memory.mask.shape[-1]) - carry.t
+  pe = sinusoidal_embedding(distance, q.shape[-1])
+  p = params.score
+  return relative_scores(q, memory.keys, pe, p['rel_kernel'], p['content_bias'],
+                         p['position_bias'])
+
+
+def _rope_score(q, memory, carry, params):
+  """App. B: q rotated by its step index t-1 (the keys were rotated by i beforehand)."""
+  del params
+  return content_scores(rotary_embedding(q, carry.t), memory.keys)
+
+
+def _rotate_keys(keys: Array, index: Array) -> Array:
+  return rotary_embedding(keys, index)
+
+
+_QK = lambda dims: (dims.qk, dims.qk)
+_VEC = lambda dims: (dims.qk,)
+
+CONTENT = ScoreBranch('content', _content_score, fold_query=True)
+RELATIVE = ScoreBranch(
+    'relative', _relative_score,
+    params=(ParamDef('rel_kernel', _QK, glorot), ParamDef('content_bias', _VEC, zeros),
+            ParamDef('position_bias', _VEC, zeros)),
+    step_flops=lambda dims, s: 2 * (2 * dims.model * dims.qk + 2 * s * dims.qk))
+ROPE = ScoreBranch('rope', _rope_score, prepare_keys=_rotate_keys)
+
+SCORE_BRANCHES: Dict[str, ScoreBranch] = {b.name: b for b in (CONTENT, RELATIVE, ROPE)}
+
+# MonoAttn's gate logit p. The reference code initialises it so that the
+# sigmoid branch has weight 1 - sigmoid(20); see `MONO_GATE_INIT`.
+MONO_GATE_INIT = -20.0
+_GATE = ParamDef('gate_logit', lambda dims: (), jax.nn.initializers.constant(MONO_GATE_INIT))
+
+LOCATION_RULES: Dict[str, LocationRule] = {r.name: r for r in (
+    LocationRule('locattn', softstair_step, dubois_update, num_rho=3, clamp=True),
+    LocationRule('locattn_s', softstair_step, dubois_s_update, num_rho=2, clamp=True),
+    LocationRule('onestep', sigmoid_step, monotonic_update, num_rho=1, clamp=False),
+    LocationRule('mono', mono_step, monotonic_update, num_rho=1, clamp=False, params=(_GATE,)),
+    LocationRule('rmono', relu_step, monotonic_update, num_rho=1, clamp=False),
+    LocationRule('onestep_minus_step2', sigmoid_step, dubois_update, num_rho=3, clamp=True),
+    LocationRule('onestep_minus_step3', softstair_step, monotonic_update, num_rho=1,
+                 clamp=False),
+    LocationRule('onestep_minus_sigmoid', free_step, monotonic_update, num_rho=1,
+                 clamp=False),
+)}
+
+
+def location_mu(rule: LocationRule, rho: Array, pa_prev: Array, step_size: Array,
+                is_first: Array, rule_params: Optional[Mapping[str, Array]] = None):
   """Applies `rule` to the rho read-out. Returns (mu [...], step [...]).
 
-  rho: [..., rule.num_rho]; pa_prev, step_size: [...]; is_first: [] bool.
+  rho: [..., rule.num_rho]; pa_prev, step_size: [...]; is_first: [] bool;
+  rule_params: the rule's own learned arrays by name (e.g. {'gate_logit': p}).
   """
-  step = STEP_ACTIVATIONS[rule.step](rho[..., 0], gate_logit)
-  mu = MU_UPDATES[rule.update][0](step, rho, pa_prev, step_size, is_first)
+  step = rule.step(rho[..., 0], **(rule_params or {}))
+  mu = rule.update(step, rho, pa_prev, step_size, is_first)
   if rule.clamp:
     mu = leaky_clamp(mu)
   return mu, step
 
 
-# --------------------------------------------------------------------------
-# 3. One decoder step of any variant.
-# --------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class AttentionSpec:
-  """A cross-attention variant as data (see `monoloc_jax.variants.MODELS`).
+# The location read-outs of Eq. 9-10: l_t = W_l h + b_l, sigma from w_sigma . l_t + b_sigma
+# (this library's bias; see BUILD_NOTES), rho = W_rho l_t.
+_LOCATION_PARAMS = (
+    ParamDef('loc_kernel', lambda dims: (dims.model, dims.model), glorot),
+    ParamDef('loc_bias', lambda dims: (dims.model,), zeros),
+    ParamDef('sigma_kernel', lambda dims: (dims.model, 1), glorot),
+    ParamDef('sigma_bias', lambda dims: (), zeros),
+)
+_MIX_PARAMS = (
+    ParamDef('mix_kernel', lambda dims: (dims.model, 1), glorot),
+    ParamDef('mix_bias', lambda dims: (), zeros),
+)
 
-  scores: the softmax branch: 'content' (Eq. 1), 'relative' (Eq. 3-4),
-    'rope' (App. B) or None (location only).
-  location: key of LOCATION_RULES, or None (no location attention).
-  direction_mixing: keys/values from e_dir (Eq. 17-18) instead of e.
-  position_reference: 'PR' (App. B): pa_t is computed from lambda'_t instead
-    of the mixed a_t.
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """One cross-attention variant, as data (the registry is `monoloc_jax.variants`).
+
+  name: the slug ('onestep'); display_name: the paper's name ('OneStepAttn').
+  scores: the softmax branch (Eq. 1, Eq. 3-4 or RoPE), or None (location only).
+  location: the location rule (Eq. 5-14, 19), or None (no location attention).
+  direction_mixing: keys/values from e_dir (Eq. 17-18) instead of e ("Bi-").
+  position_reference: "PR" (App. B): pa_t is computed from lambda'_t instead of
+    the mixed a_t.
+  reference_code_mixes: False where the authors' released code, as configured,
+    builds this Mix variant without its softmax branch (see `variants.from_config`).
   With both `scores` and `location` set, the two are mixed (Eq. 15-16).
   """
-  scores: Optional[str] = None
-  location: Optional[str] = None
+  name: str
+  display_name: str
+  scores: Optional[ScoreBranch] = None
+  location: Optional[LocationRule] = None
   direction_mixing: bool = False
   position_reference: bool = False
+  reference_code_mixes: bool = True
 
   def __post_init__(self):
     if self.scores is None and self.location is None:
-      raise ValueError('an attention variant needs scores, location or both')
-    if self.scores is not None and self.scores not in SCORE_FUNCTIONS:
-      raise ValueError(f'unknown scores {self.scores!r}')
-    if self.location is not None and self.location not in LOCATION_RULES:
-      raise ValueError(f'unknown location rule {self.location!r}')
+      raise ValueError(f'variant {self.name!r} needs scores, a location rule or both')
     if self.position_reference and not self.mixes:
-      raise ValueError('position_reference only applies to mixed variants')
+      raise ValueError(f'variant {self.name!r}: position_reference only applies to mixed '
+                       'variants')
 
   @property
   def mixes(self) -> bool:
     """Content mixing (Eq. 15-16): both a softmax branch and a location branch."""
     return self.scores is not None and self.location is not None
 
-  @property
-  def rule(self) -> Optional[LocationRule]:
-    return None if self.location is None else LOCATION_RULES[self.location]
+  def param_defs(self) -> Tuple[ParamDef, ...]:
+    """Every learned array of the attention (besides the value path), in creation order."""
+    defs = [ParamDef('out', lambda dims: (dims.model, dims.model), glorot)]    # f_o, Eq. 2
+    if self.scores is not None:
+      defs += [ParamDef('key', lambda dims: (dims.encoded, dims.qk), glorot),
+               ParamDef('query', lambda dims: (dims.model, dims.qk), glorot)]
+      defs += self.scores.params
+    if self.location is not None:
+      defs += _LOCATION_PARAMS
+      num_rho = self.location.num_rho
+      defs.append(ParamDef('rho_kernel', lambda dims: (dims.model, num_rho), glorot))
+      defs += self.location.params
+    if self.mixes:
+      defs += _MIX_PARAMS
+    return tuple(defs)
+
+
+class AttentionParams(NamedTuple):
+  """The arrays one attention step reads, in their exactly folded forms (`fold_params`).
+
+  key: [D_enc, qk] the key projection W_k (content: W_k W_q^T), or None.
+  query: [D, qk] W_q, or None (no softmax branch, or folded into `key`).
+  score: the score branch's own arrays by name (e.g. 'rel_kernel').
+  readout_kernel, readout_bias: [D, 1 + K], [1 + K]: the sigma and rho
+    read-outs with W_l folded in, or None (no location rule).
+  rule: the location rule's own arrays by name (e.g. 'gate_logit').
+  mix_kernel, mix_bias: [D], []: f_mix of Eq. 16, or None (no mixing).
+  out: [D, M]: f_o of Eq. 2, times any linear map the caller applies next.
+  """
+  key: Optional[Array]
+  query: Optional[Array]
+  score: Mapping[str, Array]
+  readout_kernel: Optional[Array]
+  readout_bias: Optional[Array]
+  rule: Mapping[str, Array]
+  mix_kernel: Optional[Array]
+  mix_bias: Optional[Array]
+  out: Array
+
+
+def fold_params(variant: Variant, raw: Mapping[str, Array],
+                out_next: Optional[Array] = None) -> AttentionParams:
+  """Turns the raw arrays of `variant.param_defs()` into `AttentionParams`.
+
+  Every fold is an exact rewrite:
+    * content scores: q.k_i = (W_q^T h).(W_k^T e_i) = h.((W_k W_q^T)^T e_i), so
+      W_q is folded into the key projection (one product per position, none per step);
+    * location read-outs: l_t = W_l h + b_l is only read through w_sigma . l_t
+      and W_rho l_t, so [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) +
+      (b_l [w_sigma | W_rho] + [b_sigma, 0]): one [D, 1 + K] product per step
+      instead of a [D, D] one;
+    * out_next [D, M]: a linear map the caller applies to o_t (the decoder
+      GRU's input projection), folded into f_o.
+  """
+  raw = {k: jnp.asarray(v) for k, v in raw.items()}
+  key = query = readout_kernel = readout_bias = mix_kernel = mix_bias = None
+  score, rule = {}, {}
+  if variant.scores is not None:
+    key, query = raw['key'], raw['query']
+    if variant.scores.fold_query:
+      key, query = key @ query.T, None
+    score = {p.name: raw[p.name] for p in variant.scores.params}
+  if variant.location is not None:
+    heads = jnp.concatenate([raw['sigma_kernel'], raw['rho_kernel']], axis=1)   # [D, 1 + K]
+    readout_kernel = raw['loc_kernel'] @ heads
+    readout_bias = (raw['loc_bias'] @ heads).at[0].add(raw['sigma_bias'])
+    rule = {p.name: raw[p.name] for p in variant.location.params}
+  if variant.mixes:
+    mix_kernel, mix_bias = raw['mix_kernel'][:, 0], raw['mix_bias']
+  out = raw['out'] if out_next is None else raw['out'] @ out_next
+  return AttentionParams(key, query, score, readout_kernel, readout_bias, rule,
+                         mix_kernel, mix_bias, out)
 
 
 class AttentionMemory(NamedTuple):
-  """Per-sequence quantities computed once, before the decoder scan.
+  """Per-sequence quantities computed once, before the decoder scan (`make_memory`).
 
-  keys: [B, S, D] projected keys (RoPE-rotated for 'rope'), or None when the
+  keys: [B, S, qk] projected keys (RoPE-rotated for Bi-ROPE), or None when the
     variant has no softmax branch.
-  values: [B, S, D] projected values.
+  values: [B, S, D_v] values.
   mask: [B, S] bool, valid encoder positions.
   positions: [B, S] normalised positions norm(i) (Eq. 7).
   lengths: [B] int, valid positions s (START and END included).
@@ -409,119 +584,75 @@ class AttentionMemory(NamedTuple):
   lengths: Array
 
 
+def make_memory(variant: Variant, params: AttentionParams, encoded: Array,
+                values: Array, lengths: Array) -> AttentionMemory:
+  """The encoder side of the attention. encoded: [B, S, D_enc] (e, or e_dir for
+  Bi- variants); values: [B, S, D_v]; lengths: [B]."""
+  max_len = encoded.shape[1]
+  keys = None
+  if variant.scores is not None:
+    keys = encoded @ params.key
+    if variant.scores.prepare_keys is not None:
+      keys = variant.scores.prepare_keys(keys, jnp.arange(max_len)[None, :])
+  return AttentionMemory(
+      keys=keys, values=values,
+      mask=jnp.arange(max_len)[None, :] < lengths[:, None],
+      positions=normalized_positions(lengths, max_len), lengths=lengths)
+
+
 class AttentionCarry(NamedTuple):
-  """What a step hands to the next: pa_{t-1} [B] and the 0-based step t-1 []."""
+  """What a step hands to the next: pa_{t-1} [B] and the 0-based step index t-1 []."""
   pa_prev: Array
-  step: Array
+  t: Array
 
 
 def initial_carry(batch_size: int) -> AttentionCarry:
   """pa_0 = 0, first step index 0."""
-  return AttentionCarry(jnp.zeros((batch_size,), jnp.float32),
-                        jnp.zeros((), jnp.int32))
+  return AttentionCarry(jnp.zeros((batch_size,), jnp.float32), jnp.zeros((), jnp.int32))
 
 
-def fold_location_readout(params: Dict[str, Array]) -> Dict[str, Array]:
-  """Folds W_l into the sigma and rho read-outs (an exact rewrite of Eq. 9-10).
+def attention_step(variant: Variant, params: AttentionParams, memory: AttentionMemory,
+                   query: Array, carry: AttentionCarry, min_sigma: float = MIN_SIGMA):
+  """One cross-attention step (Eq. 1-19) of any variant.
 
-  l_t = W_l h + b_l is only read through w_sigma . l_t and W_rho l_t, so
-    [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) + (b_l [w_sigma | W_rho] + [b_sigma, 0])
-  is one [D, 1 + K] product per step instead of a [D, D] one. Returns params
-  with 'readout_kernel' [D, 1 + K] and 'readout_bias' [1 + K] replacing
-  'loc_kernel', 'loc_bias', 'sigma_kernel', 'sigma_bias' and 'rho_kernel'.
-  """
-  params = dict(params)
-  heads = jnp.concatenate([params.pop('sigma_kernel')[:, None], params['rho_kernel']], axis=1)
-  params.pop('rho_kernel')
-  params['readout_kernel'] = params.pop('loc_kernel') @ heads
-  bias = params.pop('loc_bias') @ heads
-  params['readout_bias'] = bias.at[0].add(params.pop('sigma_bias'))
-  return params
-
-
-def _content_branch(q, memory, carry, params):
-  """Eq. 1 on the (direction-mixed) keys."""
-  del carry, params
-  return content_scores(q, memory.keys)
-
-
-def _relative_branch(q, memory, carry, params):
-  """Eq. 3-4: key i sits at distance i - (t-1) from the query step."""
-  distance = jnp.arange(memory.mask.shape[-1]) - carry.step
-  pe = sinusoidal_embedding(distance, q.shape[-1])
-  return relative_scores(q, memory.keys, pe, params['rel_kernel'],
-                         params['content_bias'], params['position_bias'])
-
-
-def _rope_branch(q, memory, carry, params):
-  """App. B: q rotated by its step index (keys were rotated by i beforehand)."""
-  del params
-  return content_scores(rotary_embedding(q, carry.step), memory.keys)
-
-
-# scores name -> fn(q [B, D], memory, carry, params) -> scores [B, S].
-SCORE_FUNCTIONS = {
-    'content': _content_branch,
-    'relative': _relative_branch,
-    'rope': _rope_branch,
-}
-
-
-def attention_step(spec: AttentionSpec, params: Dict[str, Array],
-                   memory: AttentionMemory, query: Array,
-                   carry: AttentionCarry, min_sigma: float = MIN_SIGMA):
-  """One cross-attention step (Eq. 1-19), for any variant described by `spec`.
+  Direction mixing (Eq. 17-18) is not done here: it changes the encoder side,
+  so `memory` must already be built from e_dir for Bi- variants
+  (`models.CrossAttention` does this; see `direction_mixing`).
 
   Args:
-    spec: the variant.
-    params: arrays, by name; which are needed depends on `spec`:
-      'query' [D, D] (W_q); 'rel_kernel' [D, D], 'content_bias' [D],
-      'position_bias' [D] (relative); 'loc_kernel' [D, D], 'loc_bias' [D]
-      (W_l, b_l), 'sigma_kernel' [D], 'sigma_bias' [], 'rho_kernel'
-      [D, num_rho], 'gate_logit' [] (mono step), 'mix_kernel' [D],
-      'mix_bias' [] (mixing); 'out' [D, D] (f_o, Eq. 2).
-      Exact folded forms are accepted too: without 'query' (content scores)
-      the keys must already be W_q k_i; without 'out' the values must already
-      be f_o v_i (or any linear map of it, and o_t is then Σ_i a_ti v_i); and
-      'readout_kernel'/'readout_bias' (see `fold_location_readout`) may
-      replace the five location read-out arrays.
-    memory: the encoder side, see AttentionMemory.
+    variant: the variant.
+    params: its folded arrays (`fold_params`).
+    memory: the encoder side (`make_memory`).
     query: [B, D] the decoder state h_{t-1}.
     carry: pa_{t-1} and the step index.
     min_sigma: Eq. 10's floor.
 
   Returns:
-    (o_t [B, D], a_t [B, S], new carry, aux) where aux maps 'mu', 'sigma',
-    'step', 'mix' to [B] arrays for the variants that have them.
+    (o_t [B, M], a_t [B, S], new carry, aux): o_t = (sum_i a_ti v_i) params.out;
+    aux maps 'mu', 'sigma', 'step', 'mix' to [B] arrays where the variant has them.
   """
   aux = {}
   softmax_weights = None
-  if spec.scores is not None:
-    q = query @ params['query'] if 'query' in params else query
-    scores = SCORE_FUNCTIONS[spec.scores](q, memory, carry, params)
+  if variant.scores is not None:
+    q = query if params.query is None else query @ params.query
+    scores = variant.scores.score(q, memory, carry, params)
     softmax_weights = masked_softmax(scores, memory.mask)
 
-  weights = softmax_weights
-  pa_weights = softmax_weights
-  if spec.rule is not None:
-    if 'readout_kernel' not in params:
-      params = fold_location_readout(params)
-    readout = query @ params['readout_kernel'] + params['readout_bias']   # [B, 1 + K]
-    sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)      # [B]
-    rho = readout[:, 1:]                                                  # [B, K]
-    mu, step = location_mu(spec.rule, rho, carry.pa_prev,
-                           stepsize(memory.lengths), carry.step == 0,
-                           params.get('gate_logit'))
+  weights = pa_weights = softmax_weights
+  if variant.location is not None:
+    readout = query @ params.readout_kernel + params.readout_bias        # [B, 1 + K]
+    sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)     # [B]
+    mu, step = location_mu(variant.location, readout[:, 1:], carry.pa_prev,
+                           stepsize(memory.lengths), carry.t == 0, params.rule)
     lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask)
     aux.update(mu=mu, sigma=sigma, step=step)
     weights = pa_weights = lam
-    if spec.mixes:
-      mix = jax.nn.sigmoid(query @ params['mix_kernel'] + params['mix_bias'])
+    if variant.mixes:
+      mix = jax.nn.sigmoid(query @ params.mix_kernel + params.mix_bias)   # Eq. 16
       aux['mix'] = mix
       weights = content_mixing(lam, softmax_weights, mix)
-      pa_weights = lam if spec.position_reference else weights
+      pa_weights = lam if variant.position_reference else weights
 
   pa = attended_position(pa_weights, memory.positions)
   context = jnp.einsum('bs,bsd->bd', weights, memory.values)
-  out = context @ params['out'] if 'out' in params else context          # Eq. 2
-  return out, weights, AttentionCarry(pa, carry.step + 1), aux
+  return context @ params.out, weights, AttentionCarry(pa, carry.t + 1), aux

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from monoloc_jax import attention
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import tasks
 from monoloc_jax import train
@@ -31,7 +32,7 @@ from monoloc_jax import variants
 from monoloc_jax.configs import default
 
 _TASK = flags.DEFINE_enum('task', 'recopy', list(tasks.TASKS), 'Task.')
-_MODEL = flags.DEFINE_enum('model', 'onestep', list(variants.MODEL_NAMES), 'Attention variant.')
+_MODEL = flags.DEFINE_enum('model', 'onestep', list(variants.NAMES), 'Attention variant.')
 _BATCH = flags.DEFINE_integer('batch_size', 32, 'Training batch size.', lower_bound=1)
 _EVAL_BATCH = flags.DEFINE_integer('eval_batch_size', 256, 'Decoding batch size.', lower_bound=1)
 _SEEDS = flags.DEFINE_integer('vmapped_seeds', 5, 'Seeds in the vmapped measurement.',
@@ -59,11 +60,9 @@ def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int
     mem += s * 2 * d * d                                    # keys
   step = 2 * ((embed + d) * 3 * d + d * 3 * d)              # decoder GRU
   step += 2 * d * d + 2 * s * d                             # f_o, sum_i a_i v_i
-  if spec is not None and spec.scores is not None:
-    step += 2 * d * d + 2 * s * d                           # query, scores
-    if spec.scores == 'relative':
-      step += 2 * d * d + 2 * s * d
-  if spec is not None and spec.rule is not None:
+  if spec is not None and spec.scores is not None:         # query, scores (+ W_r)
+    step += spec.scores.step_flops(attention.Dims(d, d, d), s)
+  if spec is not None and spec.location is not None:
     step += 2 * d * d + 2 * d * 4 + 10 * s                  # l_t, sigma/rho/mix, Gaussian
   step += 2 * d * vocab                                     # tied output layer (hoisted form)
   return float(enc + mem + n_tgt * step)
@@ -82,7 +81,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
             ) -> Dict[str, float]:
   """Runs the measurements; returns the figures as a dict."""
   config = default.get_config()
-  config.task, config.model, config.batch_size = task, model_name, batch_size
+  config.task, config.variant, config.batch_size = task, model_name, batch_size
   config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
   config.test_splits, config.data_dir = decode_split, data_dir
   train.validate_config(config)
@@ -95,7 +94,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   tx = train.make_optimizer(config)
   programs = train.make_programs(model, tx)
   spec = variants.get(model_name)
-  out: Dict[str, float] = {'task': task, 'model': model_name, 'batch_size': batch_size,
+  out: Dict[str, float] = {'task': task, 'variant': model_name, 'batch_size': batch_size,
                            'backend': jax.default_backend(),
                            'device': str(jax.devices()[0])}
 
@@ -203,7 +202,7 @@ def format_report(r: Dict[str, float]) -> str:
       ('compile (all shapes)', f"{r['compile_s']:.1f} s", f"{r['train_shapes']} train shapes", ''),
       ('peak resident memory', f"{r['peak_rss_mb']:.0f} MB", '', ''),
   ]
-  head = f"{r['model']} on {r['task']}, batch {r['batch_size']}, {r['device']}"
+  head = f"{r['variant']} on {r['task']}, batch {r['batch_size']}, {r['device']}"
   return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
 
 

@@ -31,8 +31,8 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, logs
 _MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict'],
                           'train (resumes if the workdir has a checkpoint), evaluate, predict.')
 _TASK = flags.DEFINE_enum('task', None, list(tasks.TASKS), 'Task slug (overrides config.task).')
-_MODEL = flags.DEFINE_enum('model', None, list(variants.MODEL_NAMES),
-                           'Attention variant slug (overrides config.model).')
+_MODEL = flags.DEFINE_enum('model', None, list(variants.NAMES),
+                           'Attention variant slug (overrides config.variant).')
 _SEEDS = flags.DEFINE_integer('seeds', None, 'Number of seeds trained together (vmapped).',
                               lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lookup files).')
@@ -76,7 +76,7 @@ def _run(argv) -> None:
     return
   config = flags.FLAGS.config
   with config.unlocked():
-    for field, flag in (('task', _TASK), ('model', _MODEL), ('seeds', _SEEDS),
+    for field, flag in (('task', _TASK), ('variant', _MODEL), ('seeds', _SEEDS),
                         ('data_dir', _DATA_DIR)):
       if flag.value is not None:
         config[field] = flag.value

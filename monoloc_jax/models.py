@@ -1,4 +1,5 @@
-"""The Flax seq2seq model of SPEC §1: BiGRU encoder, GRU decoder, cross-attention.
+"""The Flax seq2seq model (the paper's §3 and App. E): BiGRU encoder, GRU decoder
+with cross-attention.
 
 Modules only declare parameters and precompute sequence-level projections; the
 per-step work is the pure `attention.attention_step` and `rnn.gru_cell`, run
@@ -7,7 +8,7 @@ inside `jax.lax.scan`. Two matrix products are hoisted out of the decoder loop:
     [V, 3D] table (E W_ie + b_i) indexed by the previous token;
   * the tied output layer E (W_out h + b_out) + b_vocab becomes one [D, V]
     matrix W_out E^T and a [V] bias.
-Both are exact rewrites of SPEC §1.
+Both are exact rewrites. `attention.fold_params` does the attention's own folds.
 
 Shapes: B batch, N source tokens, S = N + 2 encoder positions (START and END
 added), T decoder steps, V vocabulary, E embedding width, D model width.
@@ -20,14 +21,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from monoloc_jax import attention as attn
+from monoloc_jax import attention
 from monoloc_jax import rnn
 from monoloc_jax import variants
-from monoloc_jax.variants import MODELS, MODEL_NAMES  # re-exported: models.MODELS
 
 Array = jax.Array
 
-__all__ = ['MODELS', 'MODEL_NAMES', 'Seq2Seq', 'DecodeOutput', 'count_params']
+__all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'count_params', 'from_config']
 
 glorot = nn.initializers.glorot_uniform()
 zeros = nn.initializers.zeros_init()
@@ -61,7 +61,7 @@ class GRUParams(nn.Module):
 
 
 class Encoder(nn.Module):
-  """Stacked bidirectional GRU over `START x_1..x_n END` (SPEC §1).
+  """Stacked bidirectional GRU over `START x_1..x_n END` (§3 of the paper).
 
   Returns the top layer's outputs e [B, S, D] and, per layer, the final state
   [B, D] (forward after the last valid position ++ backward after position 0).
@@ -83,69 +83,41 @@ class Encoder(nn.Module):
 
 
 class CrossAttention(nn.Module):
-  """Holds the parameters of one attention variant and precomputes its memory.
+  """Holds the parameters of one attention variant and prepares its encoder side.
 
-  Calling it returns (memory, step_params, alpha_dir): the per-sequence
-  AttentionMemory, the arrays `attention.attention_step` needs at every
-  decoder step, and the direction gate alpha_dir [B] (ones when the variant has
-  no direction mixing).
+  Calling it returns (memory, params, alpha_dir): the per-sequence
+  `attention.AttentionMemory`, the folded `attention.AttentionParams` that
+  `attention.attention_step` reads at every decoder step, and the direction
+  gate alpha_dir [B] (ones when the variant has no direction mixing).
   """
-  spec: attn.AttentionSpec
+  variant: attention.Variant
   dim: int = 128
   value_dim: int = 128
-  mono_gate_init: float = -20.0
+  qk_dim: Optional[int] = None      # query/key width; None = dim
 
   @nn.compact
-  def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array):
-    spec, d = self.spec, self.dim
-    batch, max_len = encoded.shape[:2]
-    mask = jnp.arange(max_len)[None, :] < lengths[:, None]                # [B, S]
-    if spec.direction_mixing:                                              # Eq. 17-18
-      alpha = attn.direction_gate(
+  def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array,
+               out_next: Optional[Array] = None):
+    """encoded: [B, S, D]; encoded_cls: [B, D]; lengths: [B]; out_next: [D, M], a
+    linear map the caller applies to o_t (folded into f_o, see `attention.fold_params`)."""
+    variant = self.variant
+    batch = encoded.shape[0]
+    if variant.direction_mixing:                                           # Eq. 17-18
+      alpha = attention.direction_gate(
           nn.Dense(1, kernel_init=glorot, name='direction')(encoded_cls)[:, 0])
-      encoded = attn.direction_mixing(encoded, lengths, alpha)
+      encoded = attention.direction_mixing(encoded, lengths, alpha)
     else:
       alpha = jnp.ones((batch,), encoded.dtype)
 
     inter = nn.leaky_relu(nn.Dense(self.value_dim, kernel_init=glorot,
                                    name='inter_value')(encoded))
-    values = nn.Dense(d, use_bias=False, kernel_init=glorot, name='value')(inter)
+    values = nn.Dense(self.dim, use_bias=False, kernel_init=glorot, name='value')(inter)
 
-    params: Dict[str, Array] = {
-        'out': self.param('out', glorot, (d, d)),                          # f_o, Eq. 2
-    }
-    keys = None
-    if spec.scores is not None:
-      key_kernel = self.param('key', glorot, (encoded.shape[-1], d))
-      params['query'] = self.param('query', glorot, (d, d))
-      if spec.scores == 'content':
-        # q.k_i = h.(W_q k_i): fold W_q into the keys (one product per position).
-        key_kernel = key_kernel @ params.pop('query').T
-      keys = encoded @ key_kernel
-      if spec.scores == 'rope':
-        keys = attn.rotary_embedding(keys, jnp.arange(max_len)[None, :])
-    if spec.scores == 'relative':
-      params['rel_kernel'] = self.param('rel_kernel', glorot, (d, d))
-      params['content_bias'] = self.param('content_bias', zeros, (d,))
-      params['position_bias'] = self.param('position_bias', zeros, (d,))
-    if spec.rule is not None:
-      params['loc_kernel'] = self.param('loc_kernel', glorot, (d, d))
-      params['loc_bias'] = self.param('loc_bias', zeros, (d,))
-      params['sigma_kernel'] = self.param('sigma_kernel', glorot, (d, 1))[:, 0]
-      params['sigma_bias'] = self.param('sigma_bias', zeros, ())
-      params['rho_kernel'] = self.param('rho_kernel', glorot, (d, spec.rule.num_rho))
-      if spec.rule.has_gate:
-        params['gate_logit'] = self.param(
-            'gate_logit', nn.initializers.constant(self.mono_gate_init), ())
-    if spec.mixes:
-      params['mix_kernel'] = self.param('mix_kernel', glorot, (d, 1))[:, 0]
-      params['mix_bias'] = self.param('mix_bias', zeros, ())
-    if spec.rule is not None:
-      params = attn.fold_location_readout(params)
-
-    memory = attn.AttentionMemory(
-        keys=keys, values=values, mask=mask,
-        positions=attn.normalized_positions(lengths, max_len), lengths=lengths)
+    dims = attention.Dims(model=self.dim, qk=self.qk_dim or self.dim,
+                          encoded=encoded.shape[-1])
+    raw = {p.name: self.param(p.name, p.init, p.shape(dims)) for p in variant.param_defs()}
+    params = attention.fold_params(variant, raw, out_next)
+    memory = attention.make_memory(variant, params, encoded, values, lengths)
     return memory, params, alpha
 
 
@@ -168,34 +140,34 @@ class DecodeOutput(NamedTuple):
 
 
 class Seq2Seq(nn.Module):
-  """BiGRU encoder + GRU decoder with one of the 21 cross-attention variants.
+  """BiGRU encoder + GRU decoder with one cross-attention variant.
 
-  Attributes mirror SPEC §1 (defaults: the paper's small size; CFQ uses
-  num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout_rate=0.4).
+  Defaults are the paper's small size (App. E: d_e 64, 128 units, 128 value
+  units, dropout 0.5). Its CFQ size: num_layers=2, embed_dim=128,
+  hidden_dim=256, value_dim=512, qk_dim=128, dropout_rate=0.4.
   """
   vocab_size: int
-  attention: str = 'onestep'
+  variant: attention.Variant
   embed_dim: int = 64
   hidden_dim: int = 128
   value_dim: int = 128
+  qk_dim: Optional[int] = None     # query/key width (the paper's head dimension); None = hidden_dim
   num_layers: int = 1
   dropout_rate: float = 0.5
-  mono_gate_init: float = -20.0
-  min_sigma: float = attn.MIN_SIGMA
+  min_sigma: float = attention.MIN_SIGMA
   pad_id: int = 0
   sos_id: int = 1
   eos_id: int = 2
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
 
   def setup(self):
-    self.spec = variants.get(self.attention)
     d, e = self.hidden_dim, self.embed_dim
     self.embedding = self.param('embedding', embedding_init, (self.vocab_size, e))
     self.start = self.param('start', zeros, (e,))
     self.end = self.param('end', zeros, (e,))
     self.encoder = Encoder(d, self.num_layers)
     self.dropout = nn.Dropout(self.dropout_rate)
-    self.cross_attention = CrossAttention(self.spec, d, self.value_dim, self.mono_gate_init)
+    self.cross_attention = CrossAttention(self.variant, d, self.value_dim, self.qk_dim)
     self.decoder_layers = [GRUParams(e + d if i == 0 else d, d, name=f'decoder_{i}')
                            for i in range(self.num_layers)]
     self.out_kernel = self.param('out_kernel', glorot, (d, e))
@@ -204,7 +176,15 @@ class Seq2Seq(nn.Module):
 
   # ------------------------------------------------------------------ encoder
   def encode(self, src: Array, src_lengths: Array, train: bool):
-    """src [B, N] ids, src_lengths [B] -> (memory, step_params, h0 tuple, alpha)."""
+    """src [B, N] ids, src_lengths [B] -> (memory, attention params, h0 tuple, alpha).
+
+    f_o (Eq. 2) and the context half W_ic of the first decoder GRU's input
+    projection are two linear maps in a row, so the attention params carry
+    their product W_o W_ic [D, 3D] (exact). (Folding them into the values
+    instead makes the values 3D wide: the per-step weighted sum and, in the
+    backward pass, the per-step gradient accumulation of the values get 3x
+    larger; see BUILD_NOTES.md.)
+    """
     batch, n = src.shape
     pos = jnp.arange(n + 2)[None, :, None]
     tokens = jnp.take(self.embedding, src, axis=0)                         # [B, N, E]
@@ -215,74 +195,65 @@ class Seq2Seq(nn.Module):
     lengths = src_lengths + 2                                              # s
     encoded, finals = self.encoder(x, lengths)
     encoded = self.dropout(encoded, deterministic=not train)
-    memory, step_params, alpha = self.cross_attention(encoded, finals[-1], lengths)
-    return memory, step_params, finals, alpha
+    context_kernel = self.decoder_layers[0]()[0][self.embed_dim:]          # W_ic [D, 3D]
+    memory, params, alpha = self.cross_attention(encoded, finals[-1], lengths,
+                                                 out_next=context_kernel)
+    return memory, params, finals, alpha
 
   # ------------------------------------------------------------------ decoder
   def _decoder_arrays(self):
     """Decoder weights with the embedding-side and output products hoisted."""
     layers = [layer() for layer in self.decoder_layers]
     w_i0, b_i0 = layers[0][0], layers[0][1]
-    e = self.embed_dim
-    token_table = self.embedding @ w_i0[:e] + b_i0                         # [V, 3D]
-    context_kernel = w_i0[e:]                                              # [D, 3D]
+    token_table = self.embedding @ w_i0[:self.embed_dim] + b_i0           # [V, 3D]
     out_matrix = self.out_kernel @ self.embedding.T                        # [D, V]
     out_bias = self.out_bias @ self.embedding.T + self.vocab_bias          # [V]
-    return layers, token_table, context_kernel, out_matrix, out_bias
+    return layers, token_table, out_matrix, out_bias
 
-  def _step_fn(self, memory, step_params):
+  def _decoder_step_fn(self, memory, params):
     """The pure decoder step and the hoisted output layer.
 
-    f_o (Eq. 2) and the context half of the GRU input projection are two
-    linear maps in a row, so they are applied as one [D, 3D] matrix W_o W_ic
-    per step (exact). (Folding them into the values instead makes the values
-    3D wide: the per-step weighted sum and, in the backward pass, the
-    per-step gradient accumulation of the values get 3x larger; see
-    BUILD_NOTES.md.)
-
-    Returns (step, out_matrix [D, V], out_bias [V]), where
-    step((hs, attn_carry), token [B]) -> (new carry, (h [B, D], a [B, S], aux)).
+    Returns (decoder_step, out_matrix [D, V], out_bias [V]), where
+    decoder_step((hs, carry), token [B]) -> (new (hs, carry), (h [B, D], a [B, S], aux)).
     """
-    layers, token_table, context_kernel, out_matrix, out_bias = self._decoder_arrays()
-    spec, min_sigma = self.spec, self.min_sigma
-    step_params = dict(step_params)
-    context_kernel = step_params.pop('out') @ context_kernel               # W_o W_ic [D, 3D]
+    layers, token_table, out_matrix, out_bias = self._decoder_arrays()
+    variant, min_sigma = self.variant, self.min_sigma
 
-    def step(carry, token):
-      hs, attn_carry = carry
-      gru_context, weights, attn_carry, aux = attn.attention_step(
-          spec, step_params, memory, hs[-1], attn_carry, min_sigma)
-      x_proj = jnp.take(token_table, token, axis=0) + gru_context @ context_kernel
+    def decoder_step(state, token):
+      hs, carry = state
+      gru_context, weights, carry, aux = attention.attention_step(
+          variant, params, memory, hs[-1], carry, min_sigma)
+      x_proj = jnp.take(token_table, token, axis=0) + gru_context
       new_hs = []
       for i, (w_i, b_i, w_h, b_h) in enumerate(layers):
         if i > 0:
           x_proj = new_hs[-1] @ w_i + b_i
         new_hs.append(rnn.gru_cell(x_proj, hs[i], w_h, b_h))
-      return (tuple(new_hs), attn_carry), (new_hs[-1], weights, aux)
+      return (tuple(new_hs), carry), (new_hs[-1], weights, aux)
 
-    return step, out_matrix, out_bias
+    return decoder_step, out_matrix, out_bias
 
   def _input_attention(self, weights: Array, alpha: Array, memory) -> Array:
     """[T, B, S] weights over memory positions -> [B, T, S] over input positions."""
     weights = jnp.swapaxes(weights, 0, 1)
-    if self.spec.direction_mixing:
-      weights = attn.input_attention(weights, alpha, memory.lengths)
+    if self.variant.direction_mixing:
+      weights = attention.input_attention(weights, alpha, memory.lengths)
     return weights
 
   def __call__(self, src: Array, src_lengths: Array, tgt_in: Array,
                train: bool = False) -> DecodeOutput:
     """Teacher-forced pass. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`; returns logits [B, T, V]."""
-    memory, step_params, h0, alpha = self.encode(src, src_lengths, train)
-    step, out_matrix, out_bias = self._step_fn(memory, step_params)
-    carry = (h0, attn.initial_carry(src.shape[0]))
-    _, (hs, weights, aux) = jax.lax.scan(step, carry, tgt_in.T, unroll=self.scan_unroll)
+    memory, params, h0, alpha = self.encode(src, src_lengths, train)
+    decoder_step, out_matrix, out_bias = self._decoder_step_fn(memory, params)
+    carry = (h0, attention.initial_carry(src.shape[0]))
+    _, (hs, weights, aux) = jax.lax.scan(decoder_step, carry, tgt_in.T, unroll=self.scan_unroll)
     logits = jnp.swapaxes(hs, 0, 1) @ out_matrix + out_bias
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
     return DecodeOutput(logits, None, self._input_attention(weights, alpha, memory), aux)
 
   def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
-    """Greedy decoding, argmax fed back (SPEC §1), for at most `max_steps` steps.
+    """Greedy decoding, argmax fed back, for at most `max_steps` steps.
 
     A `lax.while_loop` stops as soon as every row has emitted `<eos>`, so the
     work follows the longest actual output, not `max_steps`. Finished rows
@@ -290,15 +261,15 @@ class Seq2Seq(nn.Module):
     Returns tokens [B, max_steps] and the attention/aux of every step (zeros
     after the loop stopped).
     """
-    memory, step_params, h0, alpha = self.encode(src, src_lengths, False)
-    step, out_matrix, out_bias = self._step_fn(memory, step_params)
+    memory, params, h0, alpha = self.encode(src, src_lengths, False)
+    decoder_step, out_matrix, out_bias = self._decoder_step_fn(memory, params)
     batch, max_len = src.shape[0], memory.mask.shape[1]
-    carry0 = (h0, attn.initial_carry(batch))
-    _, (_, _, aux_shapes) = jax.eval_shape(step, carry0, jnp.zeros((batch,), jnp.int32))
+    carry0 = (h0, attention.initial_carry(batch))
+    _, (_, _, aux_shapes) = jax.eval_shape(decoder_step, carry0, jnp.zeros((batch,), jnp.int32))
 
     def body(state):
       t, inner, token, done, tokens, weights_buf, aux_buf = state
-      inner, (h, weights, aux) = step(inner, token)
+      inner, (h, weights, aux) = decoder_step(inner, token)
       next_token = jnp.argmax(h @ out_matrix + out_bias, axis=-1).astype(jnp.int32)
       emitted = jnp.where(done, self.pad_id, next_token)
       write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
@@ -324,3 +295,16 @@ class Seq2Seq(nn.Module):
 def count_params(params: Any) -> int:
   """Total number of scalars in a parameter tree."""
   return sum(x.size for x in jax.tree_util.tree_leaves(params))
+
+
+def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> Seq2Seq:
+  """The model a training config describes, for vocabulary `vocab`.
+
+  variant: an attention variant to use instead of the registry's `config.variant`
+  (e.g. one defined outside the package).
+  """
+  return Seq2Seq(
+      vocab_size=len(vocab), variant=variant or variants.from_config(config),
+      embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
+      num_layers=config.num_layers, dropout_rate=config.dropout, min_sigma=config.min_sigma,
+      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)

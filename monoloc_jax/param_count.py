@@ -16,7 +16,7 @@ SIZES = {
     'small': dict(embed_dim=64, hidden_dim=128, value_dim=128, num_layers=1),
     'cfq': dict(embed_dim=128, hidden_dim=256, value_dim=512, num_layers=2),
 }
-_SIZE = flags.DEFINE_enum('size', 'small', list(SIZES), 'Model size (SPEC §1).')
+_SIZE = flags.DEFINE_enum('size', 'small', list(SIZES), 'Model size (the paper\'s small size, or its CFQ size).')
 _VOCAB = flags.DEFINE_integer('vocab_size', 14, 'Vocabulary size incl. the 4 special tokens.',
                               lower_bound=5)
 
@@ -25,8 +25,8 @@ def parameter_counts(vocab_size: int, size: str = 'small'):
   """{slug: number of parameters} for every variant, from shapes only (nothing is run)."""
   src = jnp.ones((1, 3), jnp.int32)
   out = {}
-  for name in models.MODEL_NAMES:
-    model = models.Seq2Seq(vocab_size, attention=name, **SIZES[size])
+  for name in variants.NAMES:
+    model = models.Seq2Seq(vocab_size, variant=variants.get(name), **SIZES[size])
     shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src,
                             jnp.array([3], jnp.int32), src)
     out[name] = models.count_params(shapes)
@@ -38,7 +38,7 @@ def main(argv):
   counts = parameter_counts(_VOCAB.value, _SIZE.value)
   print(f'{"model":<24}{"display name":<24}{"parameters":>12}')
   for name, n in counts.items():
-    print(f'{name:<24}{variants.DISPLAY_NAMES[name]:<24}{n:>12,}')
+    print(f'{name:<24}{variants.get(name).display_name:<24}{n:>12,}')
 
 
 def run():

@@ -56,12 +56,14 @@ class Tracker:
   since_best: np.ndarray    # [N] epochs without improvement
   plateau: np.ndarray       # [N] epochs without improvement since the last lr change
   stopped: np.ndarray       # [N] early-stopped
+  perfect: np.ndarray       # [N] consecutive epochs at 100% dev accuracy
   epoch: int = 0            # epochs completed
 
   @classmethod
   def create(cls, n: int, lr: float) -> 'Tracker':
     return cls(np.full(n, lr, np.float32), np.full(n, -1.0), np.full(n, -1, np.int32),
-               np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool))
+               np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
+               np.zeros(n, np.int32))
 
   def to_tree(self) -> Dict[str, np.ndarray]:
     tree = {k: np.asarray(v) for k, v in dataclasses.asdict(self).items()}
@@ -79,7 +81,9 @@ class Tracker:
 
     Improvement: acc >= best - tolerance (ties count, SPEC §4). The lr halves
     when a seed has not improved for `lr_patience` epochs (then the count
-    restarts); a seed stops after `early_stop_patience` epochs without improvement.
+    restarts); a seed stops after `early_stop_patience` epochs without improvement,
+    or, when `perfect_dev_patience` > 0, once its dev accuracy has been 100% for
+    that many consecutive epochs.
     """
     active = ~self.stopped
     improved = active & (dev_acc >= self.best_dev - config.improvement_tolerance)
@@ -90,7 +94,10 @@ class Tracker:
     halve = active & (self.plateau >= config.lr_patience)
     self.lr = np.where(halve, self.lr * config.lr_factor, self.lr).astype(np.float32)
     self.plateau = np.where(halve, 0, self.plateau)
+    self.perfect = np.where(active & (dev_acc >= 1.0), self.perfect + 1, 0).astype(np.int32)
     self.stopped = self.stopped | (self.since_best >= config.early_stop_patience)
+    if config.perfect_dev_patience:
+      self.stopped = self.stopped | (self.perfect >= config.perfect_dev_patience)
     self.epoch += 1
     return improved
 
@@ -99,13 +106,7 @@ class Tracker:
 # Building blocks.
 # ---------------------------------------------------------------------------
 def make_model(config: ml_collections.ConfigDict, vocab: Vocabulary) -> models.Seq2Seq:
-  variants.get(config.model)  # clear error for unknown names
-  return models.Seq2Seq(
-      vocab_size=len(vocab), attention=config.model, embed_dim=config.embed_dim,
-      hidden_dim=config.hidden_dim, value_dim=config.value_dim,
-      num_layers=config.num_layers, dropout_rate=config.dropout,
-      mono_gate_init=config.mono_gate_init, min_sigma=config.min_sigma,
-      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+  return models.from_config(config, vocab)
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -348,7 +349,7 @@ def _truncate_history(path: pathlib.Path, epoch: int) -> None:
 
 def format_table(results: Dict[str, Any], config) -> str:
   """The printed length-generalization table."""
-  rows = [f"{variants.DISPLAY_NAMES[config.model]} on {config.task}, "
+  rows = [f"{variants.get(config.variant).display_name} on {config.task}, "
           f"{config.seeds} seed(s) (accuracy: median over seeds)",
           f"{'split':<12}{'acc %':>8}{'mean±std':>16}{'SeqAccBE %':>12}{'edit':>8}"
           + (f"{'att.loss':>10}" if any('attention_loss' in r for r in results.values()) else '')]
@@ -362,7 +363,7 @@ def format_table(results: Dict[str, Any], config) -> str:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
-  """Trains config.seeds seeds of config.model on config.task; returns results.json's content."""
+  """Trains config.seeds seeds of config.variant on config.task; returns results.json's content."""
   validate_config(config)
   t_start = time.time()
   workdir = pathlib.Path(workdir)
@@ -450,7 +451,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Dict[
   t_eval = time.time()
   test = evaluate_splits(programs, best_params, data, config)
   results = {
-      'task': config.task, 'model': config.model, 'seeds': seeds,
+      'task': config.task, 'variant': config.variant, 'seeds': seeds,
       'dev_metric': config.dev_metric,
       'test': test,
       'dev': {'best_accuracy_per_seed': (100 * tracker.best_dev).tolist(),
@@ -497,7 +498,7 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
   test = evaluate_splits(programs, params, data, config)
   path = pathlib.Path(workdir) / 'results.json'
   results = json.loads(path.read_text()) if path.exists() else {
-      'task': config.task, 'model': config.model, 'seeds': seeds_of(config),
+      'task': config.task, 'variant': config.variant, 'seeds': seeds_of(config),
       'config': config.to_dict()}
   results['test'] = {**results.get('test', {}), **test}
   results['eval_time_s'] = time.time() - t0
@@ -567,7 +568,7 @@ def validate_config(config) -> None:
   """Checks every field a user can set; raises a one-line MonolocError."""
   if config.task not in tasks.TASKS:
     raise errors.unknown_name('task', config.task, tasks.TASKS)
-  variants.get(config.model)
+  variants.get(config.variant)
   checks = [
       ('seeds', config.seeds >= 1, 'an integer >= 1'),
       ('seed', config.seed >= 0, 'an integer >= 0'),
@@ -584,6 +585,7 @@ def validate_config(config) -> None:
       ('hidden_dim', config.hidden_dim >= 2 and config.hidden_dim % 2 == 0,
        'an even integer >= 2'),
       ('num_layers', config.num_layers >= 1, 'an integer >= 1'),
+      ('perfect_dev_patience', config.perfect_dev_patience >= 0, 'an integer >= 0 (0 = off)'),
   ]
   for name, ok, want in checks:
     if not ok:

@@ -1,66 +1,90 @@
-"""The one registry from the paper's model names to attention variants (SPEC §2.6).
+"""The one registry from the paper's model names to attention variants.
 
-`MODELS` maps each slug to an `AttentionSpec`: which softmax branch, which
-location rule, and whether direction mixing (Bi-, Eq. 17-18) and position
-reference (PR, App. B) are on. Content mixing (Eq. 15-16) follows from having
-both a softmax branch and a location rule. Everything else in the library looks
-variants up here.
+`VARIANTS` maps each slug to an `attention.Variant`: its display name, its
+softmax branch, its location rule, and whether direction mixing ("Bi-",
+Eq. 17-18) and position reference ("PR", App. B) are on. Content mixing
+("Mix", Eq. 15-16) follows from having both a softmax branch and a location
+rule. Everything else in the library resolves a slug here, once, at its edge
+(`get`, `from_config`) and then passes the `Variant` itself around.
 """
 
-from typing import Dict, Tuple
+import dataclasses
+import types
+from typing import Mapping, Tuple
+
+import jax
 
 from monoloc_jax import errors
-from monoloc_jax.attention import AttentionSpec
+from monoloc_jax.attention import CONTENT, LOCATION_RULES, RELATIVE, ROPE, Variant
 
-_C, _B = 'content', True  # brevity in the table below
-_S = AttentionSpec
-
-# slug: AttentionSpec(scores, location, direction_mixing, position_reference)
-MODELS: Dict[str, AttentionSpec] = {
-    'content': _S('content'),
-    'relative': _S('relative'),
-    'bi_relative': _S('relative', direction_mixing=_B),
-    'bi_rope': _S('rope', direction_mixing=_B),
-    'locattn': _S(None, 'locattn'),
-    'locattn_s': _S(None, 'locattn_s'),
-    'mix_locattn': _S(_C, 'locattn'),
-    'mix_locattn_s': _S(_C, 'locattn_s'),
-    'mix_locattn_s_pr': _S(_C, 'locattn_s', position_reference=True),
-    'onestep': _S(None, 'onestep', direction_mixing=_B),
-    'mix_onestep': _S(_C, 'onestep', direction_mixing=_B),
-    'mix_onestep_pr': _S(_C, 'onestep', _B, position_reference=True),
-    'mono': _S(None, 'mono', direction_mixing=_B),
-    'mix_mono': _S(_C, 'mono', direction_mixing=_B),
-    'mix_mono_pr': _S(_C, 'mono', _B, position_reference=True),
-    'rmono': _S(None, 'rmono', direction_mixing=_B),
-    'mix_rmono': _S(_C, 'rmono', direction_mixing=_B),
-    'mix_rmono_pr': _S(_C, 'rmono', _B, position_reference=True),
-    'onestep_minus_step2': _S(None, 'onestep_minus_step2', direction_mixing=_B),
-    'onestep_minus_step3': _S(None, 'onestep_minus_step3', direction_mixing=_B),
-    'onestep_minus_sigmoid': _S(None, 'onestep_minus_sigmoid', direction_mixing=_B),
-}
-
-# The paper's display names, for tables and plots.
-DISPLAY_NAMES: Dict[str, str] = {
-    'content': 'Content', 'relative': 'Relative', 'bi_relative': 'Bi-Relative',
-    'bi_rope': 'Bi-ROPE', 'locattn': 'LocAttn', 'locattn_s': 'LocAttn S',
-    'mix_locattn': 'Mix LocAttn', 'mix_locattn_s': 'Mix LocAttn S',
-    'mix_locattn_s_pr': 'Mix LocAttn S PR', 'onestep': 'OneStepAttn',
-    'mix_onestep': 'Mix OneStepAttn', 'mix_onestep_pr': 'Mix OneStepAttn PR',
-    'mono': 'MonoAttn', 'mix_mono': 'Mix MonoAttn', 'mix_mono_pr': 'Mix MonoAttn PR',
-    'rmono': 'RMonoAttn', 'mix_rmono': 'Mix RMonoAttn',
-    'mix_rmono_pr': 'Mix RMonoAttn PR',
-    'onestep_minus_step2': 'OneStepAttn -Step 2',
-    'onestep_minus_step3': 'OneStepAttn -Step 3',
-    'onestep_minus_sigmoid': 'OneStepAttn -Sigmoid',
-}
-
-MODEL_NAMES: Tuple[str, ...] = tuple(MODELS)
+_R = LOCATION_RULES
 
 
-def get(name: str) -> AttentionSpec:
-  """The variant of slug `name`; unknown names raise a ValueError listing the valid ones."""
+def _entries():
+  bi = dict(direction_mixing=True)
+  # The authors' code builds Mix OneStep/Mono/RMono (and their PR forms) without
+  # the softmax branch; see `from_config` and BUILD_NOTES.md §2.
+  ref_no_mix = dict(reference_code_mixes=False)
+  return (
+      Variant('content', 'Content', scores=CONTENT),
+      Variant('relative', 'Relative', scores=RELATIVE),
+      Variant('bi_relative', 'Bi-Relative', scores=RELATIVE, **bi),
+      Variant('bi_rope', 'Bi-ROPE', scores=ROPE, **bi),
+      Variant('locattn', 'LocAttn', location=_R['locattn']),
+      Variant('locattn_s', 'LocAttn S', location=_R['locattn_s']),
+      Variant('mix_locattn', 'Mix LocAttn', CONTENT, _R['locattn']),
+      Variant('mix_locattn_s', 'Mix LocAttn S', CONTENT, _R['locattn_s']),
+      Variant('mix_locattn_s_pr', 'Mix LocAttn S PR', CONTENT, _R['locattn_s'],
+              position_reference=True),
+      Variant('onestep', 'OneStepAttn', location=_R['onestep'], **bi),
+      Variant('mix_onestep', 'Mix OneStepAttn', CONTENT, _R['onestep'], **bi, **ref_no_mix),
+      Variant('mix_onestep_pr', 'Mix OneStepAttn PR', CONTENT, _R['onestep'], **bi,
+              position_reference=True, **ref_no_mix),
+      Variant('mono', 'MonoAttn', location=_R['mono'], **bi),
+      Variant('mix_mono', 'Mix MonoAttn', CONTENT, _R['mono'], **bi, **ref_no_mix),
+      Variant('mix_mono_pr', 'Mix MonoAttn PR', CONTENT, _R['mono'], **bi,
+              position_reference=True, **ref_no_mix),
+      Variant('rmono', 'RMonoAttn', location=_R['rmono'], **bi),
+      Variant('mix_rmono', 'Mix RMonoAttn', CONTENT, _R['rmono'], **bi, **ref_no_mix),
+      Variant('mix_rmono_pr', 'Mix RMonoAttn PR', CONTENT, _R['rmono'], **bi,
+              position_reference=True, **ref_no_mix),
+      Variant('onestep_minus_step2', 'OneStepAttn -Step 2',
+              location=_R['onestep_minus_step2'], **bi),
+      Variant('onestep_minus_step3', 'OneStepAttn -Step 3',
+              location=_R['onestep_minus_step3'], **bi),
+      Variant('onestep_minus_sigmoid', 'OneStepAttn -Sigmoid',
+              location=_R['onestep_minus_sigmoid'], **bi),
+  )
+
+
+VARIANTS: Mapping[str, Variant] = types.MappingProxyType({v.name: v for v in _entries()})
+NAMES: Tuple[str, ...] = tuple(VARIANTS)
+
+
+def get(name: str) -> Variant:
+  """The variant of slug `name`; unknown names raise a MonolocError listing the valid ones."""
   try:
-    return MODELS[name]
-  except KeyError:
-    raise errors.unknown_name('model', name, MODELS) from None
+    return VARIANTS[name]
+  except (KeyError, TypeError):
+    raise errors.unknown_name('variant', name, VARIANTS) from None
+
+
+def with_param_init(variant: Variant, name: str, init) -> Variant:
+  """`variant` with the initialiser of its location rule's array `name` replaced
+  (unchanged when the rule has no such array)."""
+  rule = variant.location
+  if rule is None or all(p.name != name for p in rule.params):
+    return variant
+  params = tuple(dataclasses.replace(p, init=init) if p.name == name else p
+                 for p in rule.params)
+  return dataclasses.replace(variant, location=dataclasses.replace(rule, params=params))
+
+
+def from_config(config) -> Variant:
+  """The variant a training config asks for: `config.variant`, with its options applied.
+
+  config.mono_gate_init: the initial MonoAttn gate logit p (Eq. 19).
+  """
+  variant = get(config.variant)
+  return with_param_init(variant, 'gate_logit',
+                         jax.nn.initializers.constant(config.mono_gate_init))

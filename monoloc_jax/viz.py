@@ -108,7 +108,7 @@ def save(fig: Figure, path: PathLike, dpi: int = 100) -> pathlib.Path:
 def display_name(model: Optional[str]) -> str:
   """The paper's name of a model slug (the slug itself when unknown)."""
   from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
-  return variants.DISPLAY_NAMES.get(model, model or '')
+  return variants.VARIANTS[model].display_name if model in variants.VARIANTS else (model or '')
 
 
 # ---------------------------------------------------------------------------
@@ -353,7 +353,7 @@ def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
     if 'test' not in results:
       raise errors.MonolocError(f'run {label or ""} has no "test" results')
     if label is None:
-      label = display_name(results.get('model')) or f'run {len(out) + 1}'
+      label = display_name(results.get('variant', results.get('model'))) or f'run {len(out) + 1}'
       if any(label == l for l, _ in out) and isinstance(run, (str, pathlib.Path)):
         label = f'{label} ({pathlib.Path(run).name})'
     out.append((str(label), results))
@@ -437,7 +437,7 @@ def plot_training_curves(history, seeds: Optional[Sequence[int]] = None,
     if seeds is None and config_path.exists():
       config = json.loads(config_path.read_text())
       seeds = [config.get('seed', 0) + i for i in range(config.get('seeds', 1))]
-      title = title or f"{display_name(config.get('model'))} on {config.get('task')}"
+      title = title or f"{display_name(config.get('variant', config.get('model')))} on {config.get('task')}"
   else:
     rows = list(history)
   if not rows:

@@ -174,14 +174,14 @@ import time
 
 from monoloc_jax import train
 from monoloc_jax.configs import default
-from monoloc_jax.variants import DISPLAY_NAMES
+from monoloc_jax import variants
 
 MODELS = ('onestep', 'relative')
 
 
 def make_config(model):
   c = default.get_config()
-  c.task, c.model, c.progress = 'reverse_copy', model, False
+  c.task, c.variant, c.progress = 'reverse_copy', model, False
   if SMOKE:
     c.train_size, c.eval_size, c.max_epochs = 300, 30, 1
     c.test_splits = 'test_15,test_30,test_100'
@@ -199,7 +199,7 @@ for model in MODELS:
   workdirs[model] = root / model
   results[model] = train.train_and_evaluate(make_config(model), str(workdirs[model]))
   dev = results[model]['dev']['best_accuracy_per_seed'][0]
-  print(f'{DISPLAY_NAMES[model]:<12} {results[model]["epochs"]} epoch(s), best dev accuracy '
+  print(f'{variants.get(model).display_name:<12} {results[model]["epochs"]} epoch(s), best dev accuracy '
         f'{dev:.1f}%, {time.time() - t0:.0f}s  -> {workdirs[model]}')
 """
 
@@ -215,12 +215,12 @@ for model in MODELS:
   print(train.format_table(results[model]['test'], make_config(model)), end='\\n\\n')
 
 splits = list(results[MODELS[0]]['test'])
-print(f"{'length':>8}" + ''.join(f'{DISPLAY_NAMES[m]:>14}' for m in MODELS))
+print(f"{'length':>8}" + ''.join(f'{variants.get(m).display_name:>14}' for m in MODELS))
 for split in splits:
   print(f"{viz.split_length('reverse_copy', split):>8g}"
         + ''.join(f"{results[m]['test'][split]['accuracy']:>13.1f}%" for m in MODELS))
 
-display(viz.plot_accuracy_vs_length({DISPLAY_NAMES[m]: results[m] for m in MODELS}))
+display(viz.plot_accuracy_vs_length({variants.get(m).display_name: results[m] for m in MODELS}))
 """
 
 HEATMAP_MD = """\
@@ -245,7 +245,7 @@ for model in MODELS:
       str(workdirs[model]), [' '.join(source)],
       max_steps=input_pipeline.bucket_length(len(target) + 11))
   correct = sum(a == b for a, b in zip(decoded.output, target))
-  print(f'{DISPLAY_NAMES[model]}: {len(decoded.output)} tokens out, {correct} of the first '
+  print(f'{variants.get(model).display_name}: {len(decoded.output)} tokens out, {correct} of the first '
         f'{len(target)} correct, exact match: {decoded.output == tuple(target)}')
   display(viz.plot_attention(decoded, model=model))
 """

@@ -1,7 +1,7 @@
 """Tests of the pure attention and GRU kernels against NumPy transcriptions.
 
-Every reference below is written straight from SPEC.md §1-2 (the paper's
-equations), independently of `monoloc_jax.attention`: float64, explicit loops
+Every reference below is written straight from the paper's equations (Ray
+Chowdhury & Caragea 2023, Eq. 1-19; Dubois et al. 2020), independently of `monoloc_jax.attention`: float64, explicit loops
 over batch and positions, `math` scalars. Inputs are float32 (what the library
 computes in); everything is compared to within 1e-5 (absolute and relative).
 """
@@ -38,7 +38,7 @@ def f64(x):
 
 
 # ===========================================================================
-# NumPy references (float64), one per equation of SPEC §1-2.
+# NumPy references (float64), one per equation of the paper (Eq. 1-19).
 # ===========================================================================
 def sig(v):
   """Scalar logistic sigmoid, overflow-safe."""
@@ -174,7 +174,7 @@ def ref_direction_mixing(e, lengths, alpha):
   return out
 
 
-# Step activations of the SPEC §2.5 table, on scalars; g is the Mono gate.
+# Step activations of the location variants (Eq. 11, 14, 19; App. B; Table 4), on scalars; g is the Mono gate.
 REF_STEPS = {
     'sigmoid': lambda r, g: sig(5.0 * r),
     'softstair': lambda r, g: float(ref_softstair(r)),
@@ -185,7 +185,8 @@ REF_STEPS = {
 
 
 def ref_mu(variant, rho, pa, ss, first, gate_logit=None, raw=False):
-  """The SPEC §2.5 mu table, row by row. Returns (mu, step) as floats.
+  """The mu table of the location variants (Eq. 11-13, §5.3-5.4, App. B,
+  Table 4), row by row. Returns (mu, step) as floats.
 
   raw=True skips the leaky clamp (to see which rows it changed).
   """
@@ -228,10 +229,10 @@ NUM_RHO = {'locattn': 3, 'locattn_s': 2, 'onestep': 1, 'mono': 1, 'rmono': 1,
 CLAMPED = {'locattn', 'locattn_s', 'onestep_minus_step2'}
 
 
-def ref_attention_step(spec, params, keys, values, lengths, h, pa_prev, t):
-  """One decoder step (SPEC §2), composed from the references above.
+def ref_attention_step(spec, params, encoded, values, lengths, h, pa_prev, t):
+  """One decoder step (Eq. 1-19), composed from the references above.
 
-  keys are the projected (unrotated) keys k_i; t is the 0-based step t-1.
+  encoded are the encoder outputs e_i (keys k_i = W_k e_i); t is the 0-based step t-1.
   Returns (o [B, D], a [B, S], pa [B], aux dict of [B]).
   """
   p = {k: f64(v) for k, v in params.items()}
@@ -249,29 +250,31 @@ def ref_attention_step(spec, params, keys, values, lengths, h, pa_prev, t):
     soft = None
     if spec.scores is not None:
       q = hb @ p['query']
-      if spec.scores == 'content':
-        c = ref_content_scores(q, keys[b])
-      elif spec.scores == 'relative':
+      keys = f64(encoded[b]) @ p['key']
+      if spec.scores is A.CONTENT:
+        c = ref_content_scores(q, keys)
+      elif spec.scores is A.RELATIVE:
         pe = [ref_sinusoid(i - t, d) for i in range(n_pos)]
-        c = ref_relative_row(q, keys[b], pe, p['rel_kernel'], p['content_bias'],
+        c = ref_relative_row(q, keys, pe, p['rel_kernel'], p['content_bias'],
                              p['position_bias'])
       else:  # rope: q rotated by its step, k_i by i
+        assert spec.scores is A.ROPE
         qr = ref_rotary_vector(q, t)
-        c = np.array([dot(qr, ref_rotary_vector(keys[b][i], i)) / math.sqrt(d)
+        c = np.array([dot(qr, ref_rotary_vector(keys[i], i)) / math.sqrt(d)
                       for i in range(n_pos)])
       soft = ref_masked_softmax(c, mask)
     a = pa_w = soft
     if spec.location is not None:
       loc = hb @ p['loc_kernel'] + p['loc_bias']
-      sigma = ref_sigma(dot(loc, p['sigma_kernel']) + float(p['sigma_bias']), s)
+      sigma = ref_sigma(dot(loc, p['sigma_kernel'][:, 0]) + float(p['sigma_bias']), s)
       rho = loc @ p['rho_kernel']
-      mu, step = ref_mu(spec.location, rho, pa_prev[b], ss, t == 0,
+      mu, step = ref_mu(spec.location.name, rho, pa_prev[b], ss, t == 0,
                         p.get('gate_logit'))
       lam = ref_gaussian(mu, sigma, norm, mask)
       aux['mu'][b], aux['sigma'][b], aux['step'][b] = mu, sigma, step
       a = pa_w = lam
       if spec.scores is not None:                     # Eq. 15-16
-        m = sig(dot(hb, p['mix_kernel']) + float(p['mix_bias']))
+        m = sig(dot(hb, p['mix_kernel'][:, 0]) + float(p['mix_bias']))
         aux['mix'][b] = m
         a = m * lam + (1.0 - m) * soft
         pa_w = lam if spec.position_reference else a
@@ -517,12 +520,21 @@ def test_content_mixing(seed):
 # ===========================================================================
 # Step activations, location rules and the mu table.
 # ===========================================================================
+STEP_FUNCTIONS = {
+    'sigmoid': lambda rho, g: A.sigmoid_step(rho),
+    'softstair': lambda rho, g: A.softstair_step(rho),
+    'relu': lambda rho, g: A.relu_step(rho),
+    'free': lambda rho, g: A.free_step(rho),
+    'mono': A.mono_step,
+}
+
+
 @pytest.mark.parametrize('name', sorted(REF_STEPS))
 @pytest.mark.parametrize('gate_logit', [0.4, -20.0, 3.0])
 def test_step_activations(name, gate_logit):
   rho = np.linspace(-3.0, 3.0, 41).astype(np.float32)
   g = np.float32(gate_logit)
-  got = A.STEP_ACTIVATIONS[name](rho, g)
+  got = STEP_FUNCTIONS[name](rho, g)
   expected = [REF_STEPS[name](float(r), sig(float(g))) for r in rho]
   assert_close(got, expected)
 
@@ -542,7 +554,8 @@ def test_location_rules_registry():
   for name, rule in A.LOCATION_RULES.items():
     assert rule.num_rho == NUM_RHO[name], name
     assert rule.clamp == (name in CLAMPED), name
-    assert rule.has_gate == (name == 'mono'), name
+    assert rule.name == name
+    assert [p.name for p in rule.params] == (['gate_logit'] if name == 'mono' else []), name
 
 
 @pytest.mark.parametrize('name', sorted(NUM_RHO))
@@ -555,8 +568,9 @@ def test_location_mu_matches_table(name, first, seed):
   rho = normal(rng, batch, rule.num_rho, scale=2.0)
   pa = uniform(rng, batch)
   ss = np.float32(1.0) / rng.integers(1, 10, batch).astype(np.float32)
-  gate = np.float32(rng.normal()) if rule.has_gate else None
-  mu, step = A.location_mu(rule, rho, pa, ss, np.bool_(first), gate)
+  gate = np.float32(rng.normal()) if rule.params else None
+  mu, step = A.location_mu(rule, rho, pa, ss, np.bool_(first),
+                           {'gate_logit': gate} if rule.params else None)
   expected = [ref_mu(name, rho[b], pa[b], ss[b], first, gate) for b in range(batch)]
   assert_close(mu, [e[0] for e in expected])
   assert_close(step, [e[1] for e in expected])
@@ -585,52 +599,42 @@ def test_location_mu_clamp_regions():
 # attention_step against the composed references.
 # ===========================================================================
 def random_step_params(rng, spec, dim):
-  def w(*shape):
-    return normal(rng, *shape, scale=dim ** -0.5)
-  params = {'out': w(dim, dim)}
-  if spec.scores is not None:
-    params['query'] = w(dim, dim)
-  if spec.scores == 'relative':
-    params.update(rel_kernel=w(dim, dim), content_bias=normal(rng, dim, scale=0.3),
-                  position_bias=normal(rng, dim, scale=0.3))
-  if spec.rule is not None:
-    params.update(loc_kernel=w(dim, dim), loc_bias=normal(rng, dim, scale=0.1),
-                  sigma_kernel=w(dim), sigma_bias=np.float32(0.1),
-                  rho_kernel=normal(rng, dim, spec.rule.num_rho, scale=0.5 * dim ** -0.5))
-    if spec.rule.has_gate:
-      params['gate_logit'] = np.float32(0.3)
-  if spec.mixes:
-    params.update(mix_kernel=w(dim), mix_bias=np.float32(-0.2))
+  """Random raw arrays of every `spec.param_defs()` entry (names and shapes as declared)."""
+  dims = A.Dims(model=dim, qk=dim, encoded=dim)
+  scale = {'content_bias': 0.3, 'position_bias': 0.3, 'loc_bias': 0.1}
+  params = {}
+  for p in spec.param_defs():
+    shape = p.shape(dims)
+    if p.name == 'rho_kernel':
+      params[p.name] = normal(rng, *shape, scale=0.5 * dim ** -0.5)
+    elif p.name in scale:
+      params[p.name] = normal(rng, *shape, scale=scale[p.name])
+    elif not shape:                                   # sigma_bias, mix_bias, gate_logit
+      params[p.name] = np.float32(rng.uniform(-0.3, 0.3))
+    else:
+      params[p.name] = normal(rng, *shape, scale=dim ** -0.5)
   return params
 
 
 def make_step_inputs(seed, name, t, dim=16):
-  """Random params, memory and carry of the documented shapes for variant `name`."""
+  """Random raw params, encoder outputs, values and carry for variant `name`."""
   rng = np.random.default_rng(seed)
-  spec = variants.MODELS[name]
+  spec = variants.get(name)
   lengths = np.array([7, 3, 2, 5], np.int32)
   batch, n_pos = len(lengths), 7
   params = random_step_params(rng, spec, dim)
-  keys = normal(rng, batch, n_pos, dim)
+  encoded = normal(rng, batch, n_pos, dim)
   values = normal(rng, batch, n_pos, dim)
   h = normal(rng, batch, dim)
   pa_prev = (uniform(rng, batch) if t > 0 else np.zeros(batch, np.float32))
-  return spec, params, keys, values, lengths, h, pa_prev
+  return spec, params, encoded, values, lengths, h, pa_prev
 
 
-def run_step(spec, params, keys, values, lengths, h, pa_prev, t):
-  n_pos = values.shape[1]
-  mem_keys = None
-  if spec.scores == 'rope':                  # as the model does: k_i rotated by i
-    mem_keys = A.rotary_embedding(keys, jnp.arange(n_pos)[None, :])
-  elif spec.scores is not None:
-    mem_keys = keys
-  memory = A.AttentionMemory(
-      keys=mem_keys, values=values,
-      mask=jnp.arange(n_pos)[None, :] < lengths[:, None],
-      positions=A.normalized_positions(lengths, n_pos), lengths=lengths)
+def run_step(spec, params, encoded, values, lengths, h, pa_prev, t, out_next=None):
+  folded = A.fold_params(spec, params, out_next)
+  memory = A.make_memory(spec, folded, encoded, values, lengths)
   carry = A.AttentionCarry(pa_prev, jnp.asarray(t, jnp.int32))
-  return A.attention_step(spec, params, memory, h, carry)
+  return A.attention_step(spec, folded, memory, h, carry)
 
 
 STEP_VARIANTS = ['content', 'relative', 'bi_rope', 'onestep', 'mix_onestep',
@@ -648,7 +652,7 @@ def test_attention_step_matches_reference(name, t):
   assert_close(weights, e_weights)
   assert_close(out, e_out)
   assert_close(carry.pa_prev, e_pa)
-  assert int(carry.step) == t + 1
+  assert int(carry.t) == t + 1
   mask = np.arange(values.shape[1])[None, :] < lengths[:, None]
   assert np.all(np.asarray(weights)[~mask] == 0.0)
   assert_close(np.asarray(weights).sum(-1), np.ones(len(lengths)))
@@ -664,23 +668,20 @@ def test_attention_step_matches_reference(name, t):
 
 @pytest.mark.parametrize('name', ['content', 'mix_onestep_pr', 'locattn_s', 'mix_locattn'])
 @pytest.mark.parametrize('t', [0, 2])
-def test_attention_step_folded_params(name, t):
-  """The exact folded forms attention_step accepts give the same step:
-  W_q folded into content keys, f_o into the values, and W_l into the
-  sigma/rho read-outs (`fold_location_readout`)."""
+def test_fold_params(name, t):
+  """`fold_params`' exact folds: W_q into the content keys, W_l into the
+  sigma/rho read-outs, and a following linear map (out_next) into f_o."""
   inputs = make_step_inputs(20 + t, name, t)
-  spec, params, keys, values, lengths, h, pa_prev = inputs
+  spec, params, encoded, values, lengths, h, pa_prev = inputs
+  out_next = normal(np.random.default_rng(t), 16, 5)
   e_out, e_weights, e_pa, e_aux = ref_attention_step(*inputs, t)
-  folded = dict(params)
-  if spec.scores == 'content':                  # q.k_i = h.(k_i W_q^T)
-    keys = (f64(keys) @ f64(folded.pop('query')).T).astype(np.float32)
-  values = (f64(values) @ f64(folded.pop('out'))).astype(np.float32)
-  if spec.rule is not None:
-    folded = A.fold_location_readout(folded)
-    assert not {'loc_kernel', 'loc_bias', 'sigma_kernel', 'rho_kernel'} & set(folded)
-  out, weights, carry, aux = run_step(spec, folded, keys, values, lengths, h, pa_prev, t)
+  folded = A.fold_params(spec, params, out_next)
+  assert (folded.query is None) == (spec.scores is A.CONTENT or spec.scores is None)
+  if spec.location is not None:
+    assert folded.readout_kernel.shape == (16, 1 + spec.location.num_rho)
+  out, weights, carry, aux = run_step(*inputs, t, out_next=out_next)
   assert_close(weights, e_weights)
-  assert_close(out, e_out)
+  assert_close(out, e_out @ f64(out_next))
   assert_close(carry.pa_prev, e_pa)
   for key in aux:
     assert_close(aux[key], e_aux[key])
@@ -775,12 +776,12 @@ def _lengths(rng, batch=3, max_len=6):
 def _step_case(name, t):
   def make(rng):
     seed = int(rng.integers(1 << 30))
-    spec, params, keys, values, lengths, h, pa = make_step_inputs(seed, name, t, dim=8)
-    return params, keys, values, lengths, h, pa, np.int32(t)
+    spec, params, encoded, values, lengths, h, pa = make_step_inputs(seed, name, t, dim=8)
+    return params, encoded, values, lengths, h, pa, np.int32(t)
 
-  def fn(params, keys, values, lengths, h, pa, t):
-    spec = variants.MODELS[name]
-    out, weights, carry, aux = run_step(spec, params, keys, values, lengths, h, pa, t)
+  def fn(params, encoded, values, lengths, h, pa, t):
+    spec = variants.get(name)
+    out, weights, carry, aux = run_step(spec, params, encoded, values, lengths, h, pa, t)
     return out, weights, carry.pa_prev, aux
   return fn, make
 
@@ -825,9 +826,10 @@ TRANSFORM_CASES = {
         uniform(r, 3, 6), uniform(r, 3, 6), uniform(r, 3))),
     **{f'step_{k}': ((lambda fn: lambda rho, g: fn(rho, g))(fn),
                      lambda r: (normal(r, 5, scale=2.0), normal(r)))
-       for k, fn in A.STEP_ACTIVATIONS.items()},
+       for k, fn in STEP_FUNCTIONS.items()},
     **{f'location_mu_{k}': (
-        (lambda rule: lambda rho, pa, ss, first, g: A.location_mu(rule, rho, pa, ss, first, g))(rule),
+        (lambda rule: lambda rho, pa, ss, first, g: A.location_mu(
+            rule, rho, pa, ss, first, {'gate_logit': g} if rule.params else None))(rule),
         (lambda rule: lambda r: (normal(r, 4, rule.num_rho, scale=2.0), uniform(r, 4),
                                  uniform(r, 4, low=0.1, high=1.0), np.bool_(r.random() < 0.5),
                                  normal(r)))(rule))

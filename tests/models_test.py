@@ -1,4 +1,4 @@
-"""Tests of the Flax seq2seq model (SPEC §1) with each of the 21 variants (§2.6).
+"""Tests of the Flax seq2seq model (the paper's §3) with each of the 21 variants.
 
 To keep CPU compile time low, everything a variant needs (init, teacher forcing
 and greedy decoding on a batch and on the same batch with extra padding,
@@ -14,6 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import ml_collections
+
+from monoloc_jax import attention
 from monoloc_jax import models
 from monoloc_jax import variants
 
@@ -30,7 +33,7 @@ EXTRA_SRC, EXTRA_TGT = 4, 3
 GREEDY_STEPS = 8
 LOCATION_AUX = ('mu', 'sigma', 'step', 'mix')
 
-# SPEC §2.6, in order.
+# The paper's models, in the registry's order.
 SLUGS = (
     'content', 'relative', 'bi_relative', 'bi_rope', 'locattn', 'locattn_s',
     'mix_locattn', 'mix_locattn_s', 'mix_locattn_s_pr', 'onestep', 'mix_onestep',
@@ -60,7 +63,7 @@ def make_batch(seed=0):
 
 
 def masked_xent(logits, targets):
-  """Mean token cross-entropy over non-pad targets (SPEC §1)."""
+  """Mean token cross-entropy over non-pad targets."""
   logp = jax.nn.log_softmax(logits, axis=-1)
   nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
   mask = (targets != PAD).astype(logits.dtype)
@@ -70,7 +73,7 @@ def masked_xent(logits, targets):
 @functools.lru_cache(maxsize=None)
 def run_variant(name):
   """All the passes the tests need for variant `name`, from one compiled function."""
-  model = models.Seq2Seq(vocab_size=VOCAB, attention=name)
+  model = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name))
   src, tgt_in, tgt_out, src_pad, tgt_pad = make_batch()
   lens = SRC_LENGTHS
 
@@ -97,12 +100,12 @@ def run_variant(name):
   fn = jax.jit(everything, compiler_options=FAST)
   # One init key per variant: untrained greedy decoding then stops early in
   # some rows and never in others (test_greedy_cases_cover_early_eos_and_no_eos).
-  key = jax.random.PRNGKey(models.MODEL_NAMES.index(name))
+  key = jax.random.PRNGKey(variants.NAMES.index(name))
   return jax.device_get(fn(key, src, tgt_in, tgt_out, src_pad, tgt_pad))
 
 
 def expected_aux_keys(name):
-  spec = variants.MODELS[name]
+  spec = variants.get(name)
   keys = {'direction'}
   if spec.location is not None:
     keys |= {'mu', 'sigma', 'step'}
@@ -114,7 +117,7 @@ def expected_aux_keys(name):
 # ---------------------------------------------------------------------------
 # 1. Padding invariance, every variant.
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name', models.MODEL_NAMES)
+@pytest.mark.parametrize('name', variants.NAMES)
 def test_padding_invariance(name):
   r = run_variant(name)
   tf, tf_pad = r['tf'], r['tf_pad']
@@ -153,7 +156,7 @@ def test_padding_invariance(name):
 # ---------------------------------------------------------------------------
 # 2. Greedy decoding == teacher forcing on greedy's own tokens.
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name', models.MODEL_NAMES)
+@pytest.mark.parametrize('name', variants.NAMES)
 def test_greedy_matches_teacher_forcing(name):
   r = run_variant(name)
   greedy, tf = r['greedy'], r['tf_fed']
@@ -173,17 +176,17 @@ def test_greedy_matches_teacher_forcing(name):
 def test_greedy_cases_cover_early_eos_and_no_eos():
   """The comparisons above saw rows that stop early and rows that never stop."""
   stops = [np.flatnonzero(run_variant(name)['greedy'].tokens[b] == EOS).size
-           for name in models.MODEL_NAMES for b in range(3)]
+           for name in variants.NAMES for b in range(3)]
   assert any(n > 0 for n in stops) and any(n == 0 for n in stops)
   first = [np.flatnonzero(run_variant(name)['greedy'].tokens[b] == EOS)[0]
-           for name in models.MODEL_NAMES for b in range(3)
+           for name in variants.NAMES for b in range(3)
            if np.any(run_variant(name)['greedy'].tokens[b] == EOS)]
   assert any(0 < i < GREEDY_STEPS - 1 for i in first)
 
 
 def test_greedy_stops_at_eos():
   """With <eos> made the argmax, greedy emits it once, then only <pad>."""
-  model = models.Seq2Seq(vocab_size=VOCAB, attention='content')
+  model = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get('content'))
   src = make_batch()[0]
   params = run_variant('content')['params']
   params = jax.tree_util.tree_map(lambda x: x, params)     # a mutable copy
@@ -199,7 +202,7 @@ def test_greedy_stops_at_eos():
 # ---------------------------------------------------------------------------
 # 3. Gradients with dropout on.
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name', models.MODEL_NAMES)
+@pytest.mark.parametrize('name', variants.NAMES)
 def test_gradients_finite_and_reach_attention(name):
   r = run_variant(name)
   assert np.isfinite(r['loss'])
@@ -208,7 +211,7 @@ def test_gradients_finite_and_reach_attention(name):
   for path, grad in jax.tree_util.tree_leaves_with_path(r['grads']):
     assert np.all(np.isfinite(grad)), jax.tree_util.keystr(path)
   attention_grads = r['grads']['params']['cross_attention']
-  spec = variants.MODELS[name]
+  spec = variants.get(name)
   names = set(attention_grads)
   # Each branch of the variant receives gradient. (Not every leaf: a leaf
   # behind a ReLU, e.g. sigma's or RMono's step, can be legitimately dead on
@@ -216,7 +219,7 @@ def test_gradients_finite_and_reach_attention(name):
   reached = ['out', 'value', 'inter_value']
   if spec.scores is not None:
     reached.append('query')
-  if spec.scores == 'relative':
+  if spec.scores is attention.RELATIVE:
     reached += ['rel_kernel', 'content_bias', 'position_bias']
   if spec.location is not None:
     reached.append('loc_kernel')
@@ -231,20 +234,22 @@ def test_gradients_finite_and_reach_attention(name):
   assert ('rho_kernel' in names) == (spec.location is not None)
   assert ('mix_kernel' in names) == spec.mixes
   assert ('direction' in names) == spec.direction_mixing
-  assert ('rel_kernel' in names) == (spec.scores == 'relative')
-  assert ('gate_logit' in names) == (spec.location == 'mono')
+  assert ('rel_kernel' in names) == (spec.scores is attention.RELATIVE)
+  assert ('gate_logit' in names) == (spec.location is attention.LOCATION_RULES['mono'])
 
 
 # ---------------------------------------------------------------------------
 # 4. The registry and its errors.
 # ---------------------------------------------------------------------------
-def test_registry_has_exactly_the_spec_slugs():
-  assert len(models.MODELS) == 21
-  assert set(models.MODELS) == set(SLUGS)
-  assert tuple(models.MODEL_NAMES) == tuple(models.MODELS)
-  assert set(variants.DISPLAY_NAMES) == set(SLUGS)
+def test_registry_has_exactly_the_paper_slugs():
+  assert len(variants.VARIANTS) == 21
+  assert tuple(variants.NAMES) == SLUGS
   for slug in SLUGS:
-    assert variants.get(slug) is models.MODELS[slug]
+    variant = variants.get(slug)
+    assert variant is variants.VARIANTS[slug]
+    assert variant.name == slug
+    assert variant.display_name and variant.display_name != slug
+  assert len({v.display_name for v in variants.VARIANTS.values()}) == 21
 
 
 def _assert_lists_all_names(message):
@@ -256,10 +261,9 @@ def test_unknown_variant_errors():
   with pytest.raises(ValueError, match='nope') as info:
     variants.get('nope')
   _assert_lists_all_names(str(info.value))
-  src = make_batch()[0]
-  model = models.Seq2Seq(vocab_size=VOCAB, attention='nope')
+  config = ml_collections.ConfigDict({'variant': 'nope', 'mono_gate_init': -20.0})
   with pytest.raises(ValueError, match='nope') as info:
-    model.init(jax.random.PRNGKey(0), src, SRC_LENGTHS, src[:, :2])
+    variants.from_config(config)
   _assert_lists_all_names(str(info.value))
 
 
@@ -267,7 +271,7 @@ def test_unknown_variant_errors():
 # 5. The CFQ size.
 # ---------------------------------------------------------------------------
 def test_cfq_size_runs_and_is_larger():
-  cfq = models.Seq2Seq(vocab_size=VOCAB, attention='mix_mono_pr', num_layers=2,
+  cfq = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get('mix_mono_pr'), num_layers=2,
                        embed_dim=128, hidden_dim=256, value_dim=512, dropout_rate=0.4)
   src, tgt_in, _, src_pad, _ = make_batch()
 

@@ -18,7 +18,7 @@ from monoloc_jax.configs import default
 def small_config(**overrides):
   c = default.get_config()
   c.task = 'copy'
-  c.model = 'onestep'
+  c.variant = 'onestep'
   c.train_size = 600
   c.eval_size = 100
   c.max_epochs = 2
@@ -126,7 +126,7 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
 
 @pytest.mark.parametrize('field, value, message', [
     ('task', 'nope', "unknown task 'nope'; valid tasks: cfq_length, copy"),
-    ('model', 'nope', "unknown model 'nope'; valid models: bi_relative"),
+    ('variant', 'nope', "unknown variant 'nope'; valid variants: bi_relative"),
     ('learning_rate', -1.0, 'bad value for config.learning_rate: -1.0; it must be a positive'),
     ('seeds', 0, 'bad value for config.seeds: 0'),
     ('dev_metric', 'beam', "valid: greedy, teacher_forced"),
@@ -185,3 +185,19 @@ def test_cli_trains_evaluates_and_predicts(tmp_path):
   assert 'output:' in proc.stdout and 'attends:' in proc.stdout
   proc = _cli(f'--workdir={tmp_path}', '--mode=predict')
   assert proc.returncode == 2 and 'needs at least one --inputs' in proc.stderr
+
+
+def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
+  config = small_config(perfect_dev_patience=2, early_stop_patience=50)
+  tracker = train.Tracker.create(2, 1e-3)
+  tracker.update(np.array([1.0, 0.9]), config)
+  assert not tracker.stopped.any()
+  tracker.update(np.array([1.0, 1.0]), config)      # seed 0: 2 perfect epochs in a row
+  np.testing.assert_array_equal(tracker.stopped, [True, False])
+  tracker.update(np.array([1.0, 0.99]), config)     # seed 1's run of perfect epochs broke
+  np.testing.assert_array_equal(tracker.stopped, [True, False])
+  off = small_config(perfect_dev_patience=0, early_stop_patience=50)
+  tracker = train.Tracker.create(1, 1e-3)
+  for _ in range(5):
+    tracker.update(np.array([1.0]), off)
+  assert not tracker.stopped.any()

@@ -159,7 +159,7 @@ def fake_results(task, accuracies, seeds=1, model='onestep'):
   for split, acc in accuracies.items():
     per_seed = [{'accuracy': max(0.0, acc - 3 * i)} for i in range(seeds)]
     test[split] = {'accuracy': acc, 'accuracy_std': 1.0, 'per_seed': per_seed, 'n': 100}
-  return {'task': task, 'model': model, 'test': test}
+  return {'task': task, 'variant': model, 'test': test}
 
 
 def test_accuracy_vs_length(tmp_path):
@@ -248,7 +248,7 @@ def test_errors(tmp_path):
 def tiny_run(tmp_path_factory):
   """One undertrained OneStepAttn run on Reverse Copy (about half a minute on 2 cores)."""
   c = default.get_config()
-  c.task, c.model, c.progress = 'reverse_copy', 'onestep', False
+  c.task, c.variant, c.progress = 'reverse_copy', 'onestep', False
   c.train_size, c.eval_size, c.max_epochs = 600, 50, 1
   c.test_splits = 'test_15,test_100'
   c.eval_batch_size, c.bucket_batches = 64, False   # fewer programs to compile

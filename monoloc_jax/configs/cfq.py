@@ -6,7 +6,7 @@ from monoloc_jax.configs import default
 def get_config():
   c = default.get_config()
   c.task = 'cfq_length'
-  c.model = 'mix_onestep'
+  c.variant = 'mix_onestep'
   c.num_layers = 2
   c.embed_dim = 128
   c.hidden_dim = 256

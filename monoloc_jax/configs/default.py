@@ -8,7 +8,7 @@ def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   # What to train.
   c.task = 'reverse_copy'
-  c.model = 'onestep'
+  c.variant = 'onestep'        # attention variant slug (the CLI flag is --model)
   c.data_dir = ''            # SCAN / CFQ / reference Lookup files; '' = generate in code
   c.data_seed = 0            # seed of generated data (Lookup: 123 reproduces the reference tables)
   c.seed = 0                 # first model seed
@@ -39,6 +39,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_epochs = 100
   c.dev_metric = 'greedy'    # or 'teacher_forced' (the reference code's)
   c.bucket_batches = True    # group training batches by target length
+
+  c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
   c.progress = True
   return c

@@ -18,7 +18,7 @@ from monoloc_jax.configs import default
 def get_config():
   c = default.get_config()
   c.task = 'reverse_copy'
-  c.model = 'onestep'
+  c.variant = 'onestep'
   c.seeds = 3
   c.max_epochs = 3
   return c
