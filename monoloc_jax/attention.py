@@ -21,6 +21,7 @@ import dataclasses
 import math
 from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -128,9 +129,15 @@ def masked_softmax(scores: Array, mask: Array) -> Array:
   return jnp.where(mask, weights, 0.0)
 
 
-def content_scores(query: Array, keys: Array) -> Array:
-  """Eq. 1: c_ti = q_t . k_i / sqrt(D).  query [..., D], keys [..., S, D] -> [..., S]."""
-  return jnp.einsum('...d,...sd->...s', query, keys) / math.sqrt(query.shape[-1])
+def content_scores(query: Array, keys: Array, dim: Optional[int] = None) -> Array:
+  """Eq. 1: c_ti = q_t . k_i / sqrt(d_k), d_k = `dim` (default: the query's width).
+
+  query [..., D], keys [..., S, D] -> [..., S]. `dim` differs from D when W_q
+  has been folded into the keys (`fold_params`): D is then the model width,
+  d_k the query/key width.
+  """
+  scale = math.sqrt(dim if dim is not None else query.shape[-1])
+  return jnp.einsum('...d,...sd->...s', query, keys) / scale
 
 
 def sinusoidal_embedding(positions: Array, dim: int) -> Array:
@@ -376,8 +383,8 @@ class LocationRule:
 
 def _content_score(q, memory, carry, params):
   """Eq. 1 on the (direction-mixed) keys; W_q is folded into them."""
-  del carry, params
-  return content_scores(q, memory.keys)
+  del carry
+  return content_scores(q, memory.keys, params.qk_dim)
 
 
 def _relative_score(q, memory, carry, params):
@@ -510,7 +517,8 @@ class Variant:
     return tuple(defs)
 
 
-class AttentionParams(NamedTuple):
+@flax.struct.dataclass
+class AttentionParams:
   """The arrays one attention step reads, in their exactly folded forms (`fold_params`).
 
   key: [D_enc, qk] the key projection W_k (content: W_k W_q^T), or None.
@@ -521,6 +529,7 @@ class AttentionParams(NamedTuple):
   rule: the location rule's own arrays by name (e.g. 'gate_logit').
   mix_kernel, mix_bias: [D], []: f_mix of Eq. 16, or None (no mixing).
   out: [D, M]: f_o of Eq. 2, times any linear map the caller applies next.
+  qk_dim: the query/key width d_k of Eq. 1 (static; 0 without a softmax branch).
   """
   key: Optional[Array]
   query: Optional[Array]
@@ -531,6 +540,7 @@ class AttentionParams(NamedTuple):
   mix_kernel: Optional[Array]
   mix_bias: Optional[Array]
   out: Array
+  qk_dim: int = flax.struct.field(pytree_node=False, default=0)
 
 
 def fold_params(variant: Variant, raw: Mapping[str, Array],
@@ -550,8 +560,10 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
   raw = {k: jnp.asarray(v) for k, v in raw.items()}
   key = query = readout_kernel = readout_bias = mix_kernel = mix_bias = None
   score, rule = {}, {}
+  qk_dim = 0
   if variant.scores is not None:
     key, query = raw['key'], raw['query']
+    qk_dim = int(query.shape[-1])
     if variant.scores.fold_query:
       key, query = key @ query.T, None
     score = {p.name: raw[p.name] for p in variant.scores.params}
@@ -564,7 +576,7 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
     mix_kernel, mix_bias = raw['mix_kernel'][:, 0], raw['mix_bias']
   out = raw['out'] if out_next is None else raw['out'] @ out_next
   return AttentionParams(key, query, score, readout_kernel, readout_bias, rule,
-                         mix_kernel, mix_bias, out)
+                         mix_kernel, mix_bias, out, qk_dim)
 
 
 class AttentionMemory(NamedTuple):

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from monoloc_jax import attention
+from monoloc_jax import errors
 from monoloc_jax import rnn
 from monoloc_jax import variants
 
@@ -121,6 +122,32 @@ class CrossAttention(nn.Module):
     return memory, params, alpha
 
 
+def final_states_init(finals: Sequence[Array], num_layers: int) -> Tuple[Array, ...]:
+  """Decoder layer i starts from encoder layer i's final state [forward last;
+  backward first] (for one layer: e_cls of the paper's §3)."""
+  del num_layers
+  return tuple(finals)
+
+
+def backward_states_init(finals: Sequence[Array], num_layers: int) -> Tuple[Array, ...]:
+  """The authors' code at the 2-layer CFQ size (`GRUEncoderDecoder2`): every
+  decoder layer starts from [backward final state of encoder layer 0; ... of
+  layer L-1], each backward state taken after reading back to position 0.
+  Defined when that has the decoder's width, i.e. for 2 layers."""
+  half = finals[0].shape[-1] // 2
+  if len(finals) * half != finals[0].shape[-1]:
+    raise ValueError(f"decoder_init 'backward_states' needs 2 layers (got {len(finals)})")
+  h0 = jnp.concatenate([f[:, half:] for f in finals], axis=-1)
+  return (h0,) * num_layers
+
+
+# config.decoder_init -> fn(encoder final states per layer, num_layers) -> decoder h0 per layer.
+DECODER_INITS = {
+    'final_states': final_states_init,
+    'backward_states': backward_states_init,
+}
+
+
 class DecodeOutput(NamedTuple):
   """What a decoder pass returns.
 
@@ -153,6 +180,7 @@ class Seq2Seq(nn.Module):
   value_dim: int = 128
   qk_dim: Optional[int] = None     # query/key width (the paper's head dimension); None = hidden_dim
   num_layers: int = 1
+  decoder_init: str = 'final_states'   # a key of DECODER_INITS
   dropout_rate: float = 0.5
   min_sigma: float = attention.MIN_SIGMA
   pad_id: int = 0
@@ -195,10 +223,12 @@ class Seq2Seq(nn.Module):
     lengths = src_lengths + 2                                              # s
     encoded, finals = self.encoder(x, lengths)
     encoded = self.dropout(encoded, deterministic=not train)
+    h0 = DECODER_INITS[self.decoder_init](finals, self.num_layers)
     context_kernel = self.decoder_layers[0]()[0][self.embed_dim:]          # W_ic [D, 3D]
-    memory, params, alpha = self.cross_attention(encoded, finals[-1], lengths,
+    # The direction gate reads the top decoder layer's start state (e_cls).
+    memory, params, alpha = self.cross_attention(encoded, h0[-1], lengths,
                                                  out_next=context_kernel)
-    return memory, params, finals, alpha
+    return memory, params, h0, alpha
 
   # ------------------------------------------------------------------ decoder
   def _decoder_arrays(self):
@@ -303,8 +333,13 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
   variant: an attention variant to use instead of the registry's `config.variant`
   (e.g. one defined outside the package).
   """
+  decoder_init = config.get('decoder_init', 'final_states')
+  if decoder_init not in DECODER_INITS:
+    raise errors.unknown_name('decoder_init', decoder_init, DECODER_INITS)
   return Seq2Seq(
       vocab_size=len(vocab), variant=variant or variants.from_config(config),
       embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
-      num_layers=config.num_layers, dropout_rate=config.dropout, min_sigma=config.min_sigma,
+      qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
+      decoder_init=config.get('decoder_init', 'final_states'),
+      dropout_rate=config.dropout, min_sigma=config.min_sigma,
       pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)

@@ -10,10 +10,11 @@ rule. Everything else in the library resolves a slug here, once, at its edge
 
 import dataclasses
 import types
-from typing import Mapping, Tuple
+from typing import Callable, Mapping, Tuple
 
 import jax
 
+from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax.attention import CONTENT, LOCATION_RULES, RELATIVE, ROPE, Variant
 
@@ -80,11 +81,41 @@ def with_param_init(variant: Variant, name: str, init) -> Variant:
   return dataclasses.replace(variant, location=dataclasses.replace(rule, params=params))
 
 
+def reference_code_form(variant: Variant) -> Variant:
+  """The variant as the authors' released code builds it.
+
+  In that code's configs, Mix OneStepAttn, Mix MonoAttn, Mix RMonoAttn and their
+  PR forms inherit `location_attention_only = True` from the LocAttn config, so
+  they get no query/key projections and attend with the location weights
+  lambda' alone (pa_t from lambda' too): they do not mix. Every other variant
+  is returned unchanged.
+  """
+  if variant.reference_code_mixes:
+    return variant
+  return dataclasses.replace(variant, scores=None, position_reference=False,
+                             display_name=f'{variant.display_name} (reference code)')
+
+
+# config.mix_mode -> how a Mix variant is built.
+MIX_MODES: Mapping[str, Callable[[Variant], Variant]] = types.MappingProxyType({
+    'paper': lambda variant: variant,       # Eq. 15-16: a name that says Mix mixes
+    'reference_code': reference_code_form,
+})
+
+
 def from_config(config) -> Variant:
   """The variant a training config asks for: `config.variant`, with its options applied.
 
+  config.mix_mode: 'paper' (default; Mix variants mix, Eq. 15-16) or
+    'reference_code' (`reference_code_form`).
   config.mono_gate_init: the initial MonoAttn gate logit p (Eq. 19).
   """
   variant = get(config.variant)
-  return with_param_init(variant, 'gate_logit',
-                         jax.nn.initializers.constant(config.mono_gate_init))
+  mode = config.get('mix_mode', 'paper')
+  if mode not in MIX_MODES:
+    raise errors.unknown_name('mix_mode', mode, MIX_MODES)
+  variant = MIX_MODES[mode](variant)
+  if config.mono_gate_init != attention.MONO_GATE_INIT:
+    variant = with_param_init(variant, 'gate_logit',
+                              jax.nn.initializers.constant(config.mono_gate_init))
+  return variant

@@ -13,4 +13,8 @@ def get_config():
   c.value_dim = 512
   c.dropout = 0.4
   c.batch_size = 128
+  # As the authors' CFQ configs: query/key width 128, and both decoder layers
+  # start from the encoder layers' backward final states.
+  c.qk_dim = 128
+  c.decoder_init = 'backward_states'
   return c

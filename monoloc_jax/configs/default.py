@@ -23,6 +23,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.value_dim = 128
   c.num_layers = 1
   c.dropout = 0.5
+  c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
+  c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
+  c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
   c.min_sigma = 0.27
 
