@@ -39,7 +39,7 @@ _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lo
 _INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
 
 
-def _enable_compilation_cache() -> None:
+def enable_compilation_cache() -> None:
   """XLA's persistent compilation cache: later runs skip most compile time."""
   import jax  # pylint: disable=g-import-not-at-top
   cache = os.environ.get('MONOLOC_XLA_CACHE',
@@ -55,7 +55,7 @@ def _run(argv) -> None:
                               'settings are flags, e.g. --task=copy')
   if not _WORKDIR.value:
     raise errors.MonolocError('--workdir is required')
-  _enable_compilation_cache()
+  enable_compilation_cache()
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
     results = train.evaluate(_WORKDIR.value)

@@ -1,0 +1,329 @@
+"""Runs the paper's tables as a resumable grid of units; results land in results/.
+
+  python experiments/reproduce.py --grid=all --seeds=0            # first pass, one seed
+  python experiments/reproduce.py --grid=table2,table3 --seeds=1,2
+  python experiments/reproduce.py --grid=table2 --dry_run         # what is done / left
+  python experiments/report.py                                    # REPRODUCTION.md
+
+A unit is one seed of one (task, variant) run of one grid. It trains in its own
+workdir (`--workdir/<grid>/<task>/<label>/seed<k>`), so a killed grid resumes
+from that unit's last epoch checkpoint; a finished unit writes
+`--results_dir/<grid>/<task>/<label>/seed<k>.json` and is skipped from then on.
+The protocol is `experiments/configs/reproduce.py`; any field can be changed
+with --config.<field>=..., and the unit's JSON records the protocol it ran.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from absl import app
+from absl import flags
+from absl import logging
+import ml_collections
+from ml_collections import config_flags
+
+from monoloc_jax import errors
+from monoloc_jax import tasks
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / 'shared'
+
+TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
+                'inv_recopy', 'inv_reverse_recopy')
+TABLE2_VARIANTS = ('content', 'relative', 'locattn', 'bi_relative', 'onestep', 'mono')
+TABLE3_VARIANTS = ('content', 'relative', 'mix_locattn', 'bi_relative', 'mix_onestep',
+                   'mix_mono')
+TABLE4_VARIANTS = ('onestep_minus_step2', 'onestep_minus_step3', 'onestep_minus_sigmoid')
+TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_s',
+                   'mix_locattn_s_pr', 'mix_onestep', 'mix_onestep_pr', 'mix_mono',
+                   'mix_mono_pr', 'mix_rmono', 'mix_rmono_pr')
+# Config overrides by label suffix: 'mix_onestep.reference_code' runs mix_onestep
+# with mix_mode='reference_code'.
+OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
+    'reference_code': {'mix_mode': 'reference_code'},
+}
+# Settings of the CFQ size (monoloc_jax/configs/cfq.py) applied to CFQ units.
+CFQ_SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
+                batch_size=128, qk_dim=128, decoder_init='backward_states')
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One seed of one (task, variant) run of one grid."""
+  grid: str
+  task: str
+  label: str          # variant slug, optionally '.<tag>' of OPTION_TAGS
+  seed: int
+
+  @property
+  def variant(self) -> str:
+    return self.label.split('.')[0]
+
+  @property
+  def overrides(self) -> Dict[str, Any]:
+    tags = self.label.split('.')[1:]
+    out: Dict[str, Any] = {}
+    for tag in tags:
+      out.update(OPTION_TAGS[tag])
+    if self.task == 'cfq_length':
+      out.update(CFQ_SIZE)
+    return out
+
+  def path(self, root: pathlib.Path, suffix: str = '') -> pathlib.Path:
+    return root / self.grid / self.task / self.label / f'seed{self.seed}{suffix}'
+
+
+def _runs(tasks_: Sequence[str], labels: Sequence[str]) -> List[Tuple[str, str]]:
+  return [(t, v) for t in tasks_ for v in labels]
+
+
+def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
+  """Each grid's (task, label) runs, in the order they are run."""
+  scan_labels = TABLE3_VARIANTS + ('mix_onestep.reference_code', 'mix_mono.reference_code')
+  return {
+      'table2': _runs(TABLE2_TASKS, TABLE2_VARIANTS),
+      'table3': _runs(('scan_length',) + (('cfq_length',) if cfq else ()), scan_labels),
+      'table4': _runs(TABLE2_TASKS, TABLE4_VARIANTS),
+      'table6': _runs(('dedupe', 'posretrieve'), TABLE2_VARIANTS),
+      'table7': _runs(TABLE2_TASKS, TABLE7_VARIANTS),
+  }
+
+
+GRID_NAMES = tuple(grid_runs())
+
+
+def parse_grids(spec: str) -> List[str]:
+  names = list(GRID_NAMES) if spec == 'all' else [g.strip() for g in spec.split(',') if g.strip()]
+  for name in names:
+    if name not in GRID_NAMES:
+      raise errors.MonolocError(f"unknown grid {name!r}; valid grids: {', '.join(GRID_NAMES)}"
+                                " (or 'all')")
+  if not names:
+    raise errors.MonolocError('--grid is empty; name one or more of ' + ', '.join(GRID_NAMES))
+  return names
+
+
+def parse_seeds(spec: str) -> List[int]:
+  try:
+    seeds = [int(s) for s in spec.split(',') if s.strip()]
+  except ValueError:
+    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0, '
+                              'e.g. 0 or 1,2') from None
+  if not seeds or any(s < 0 for s in seeds):
+    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0')
+  return seeds
+
+
+def units(grids: Sequence[str], seeds: Sequence[int], cfq: bool = False) -> List[Unit]:
+  """All units: for each seed, for each grid, for each run."""
+  runs = grid_runs(cfq)
+  return [Unit(g, t, label, s) for s in seeds for g in grids for t, label in runs[g]]
+
+
+@dataclasses.dataclass(frozen=True)
+class DataDirs:
+  """Where file-based data comes from ('' = generated in code / unavailable)."""
+  scan: str = ''
+  lookup: str = ''
+  cfq: str = ''
+
+  def for_task(self, task: str) -> Tuple[Optional[str], Optional[str]]:
+    """(data_dir or None, why the unit cannot run or None)."""
+    if task == 'scan_length':
+      return (self.scan, None) if self.scan else (None, 'no SCAN data (--scan_data_dir)')
+    if task == 'cfq_length':
+      return (self.cfq, None) if self.cfq else (None, 'no CFQ data (--cfq_data_dir)')
+    if task in ('lookup', 'reverse_lookup') and self.lookup:
+      return str(pathlib.Path(self.lookup) / ('forward' if task == 'lookup' else 'reverse')), None
+    return None, None
+
+
+def data_source(task: str, data_dir: Optional[str]) -> str:
+  """A short, machine-independent description of where a unit's data came from."""
+  if data_dir is None:
+    return 'generated (data_seed 123)' if task in ('lookup', 'reverse_lookup') else 'generated'
+  parts = pathlib.Path(data_dir).parts
+  return 'files: ' + '/'.join(parts[-3:])
+
+
+def unit_config(base: ml_collections.ConfigDict, unit: Unit,
+                data_dir: Optional[str]) -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict(base.to_dict())
+  config.task, config.variant = unit.task, unit.variant
+  config.seed, config.seeds = unit.seed, 1
+  config.data_dir = data_dir or ''
+  if unit.task in ('lookup', 'reverse_lookup') and not data_dir:
+    config.data_seed = 123            # the reference tables
+  config.update(unit.overrides)
+  return config
+
+
+PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 'lr_patience',
+                   'lr_factor', 'learning_rate', 'batch_size', 'dev_metric', 'eval_size',
+                   'train_size', 'dropout', 'grad_clip', 'weight_decay', 'mix_mode',
+                   'num_layers', 'hidden_dim', 'qk_dim', 'decoder_init', 'mono_gate_init',
+                   'bucket_batches', 'data_seed')
+
+
+def code_commit() -> Dict[str, Any]:
+  """The commit of the code that ran, and whether its package/experiments were modified."""
+  def git(*args):
+    return subprocess.run(['git', '-C', str(REPO), *args], capture_output=True, text=True,
+                          check=False).stdout.strip()
+  return {'commit': git('rev-parse', 'HEAD') or 'unknown',
+          'dirty': bool(git('status', '--porcelain', '--', 'monoloc_jax', 'experiments'))}
+
+
+def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(f'.{path.name}.tmp')
+  with open(tmp, 'w', encoding='utf-8') as f:
+    json.dump(obj, f, indent=1, sort_keys=True)
+    f.write('\n')
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def unit_record(unit: Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
+                wall_s: float) -> Dict[str, Any]:
+  """The small JSON committed for a finished unit."""
+  test = {}
+  for split, r in results['test'].items():
+    seed_r = r['per_seed'][0]
+    test[split] = {k: round(float(seed_r[k]), 4) for k in
+                   ('accuracy', 'seq_acc_be', 'edit_distance', 'attention_loss') if k in seed_r}
+    test[split]['n'] = int(r.get('n', seed_r.get('n', 0)))
+  import jax  # pylint: disable=g-import-not-at-top
+  return {
+      'grid': unit.grid, 'task': unit.task, 'variant': unit.variant, 'label': unit.label,
+      'seed': unit.seed, 'overrides': {k: v for k, v in unit.overrides.items()},
+      'test': test,
+      'epochs': int(results['epochs']),
+      'best_dev_epoch': int(results['dev']['best_epoch_per_seed'][0]),
+      'best_dev_accuracy': round(float(results['dev']['best_accuracy_per_seed'][0]), 4),
+      'wall_time_s': round(wall_s, 1),
+      'code': code_commit(),
+      'data': data_source(unit.task, data_dir),
+      'protocol': {k: config[k] for k in PROTOCOL_FIELDS if k in config},
+      'versions': {'python': platform.python_version(), 'jax': jax.__version__,
+                   'backend': jax.default_backend()},
+  }
+
+
+def unit_state(unit: Unit, results_dir: pathlib.Path, workdir: pathlib.Path) -> str:
+  if unit.path(results_dir, '.json').exists():
+    return 'done'
+  if (unit.path(workdir) / 'checkpoints').exists():
+    return 'partial'
+  return 'todo'
+
+
+def run_unit(unit: Unit, base_config, results_dir: pathlib.Path, workdir: pathlib.Path,
+             data_dirs: DataDirs) -> Dict[str, Any]:
+  """Trains and evaluates one unit (resuming its workdir) and writes its results JSON."""
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data_dirs.for_task(unit.task)
+  config = unit_config(base_config, unit, data_dir)
+  t0 = time.time()
+  results = train.train_and_evaluate(config, str(unit.path(workdir)))
+  record = unit_record(unit, config, results, data_dir, time.time() - t0)
+  write_json_atomic(unit.path(results_dir, '.json'), record)
+  return record
+
+
+def _default_dir(path: pathlib.Path) -> str:
+  return str(path) if path.is_dir() else ''
+
+
+config_flags.DEFINE_config_file(
+    'config', str(REPO / 'experiments' / 'configs' / 'reproduce.py'),
+    'The protocol (default: experiments/configs/reproduce.py).', lock_config=True)
+_GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(GRID_NAMES)}, or 'all'.")
+_SEEDS = flags.DEFINE_string('seeds', '0', 'Comma list of model seeds, e.g. 0 or 1,2.')
+_RESULTS = flags.DEFINE_string('results_dir', str(REPO / 'results'), 'Where unit JSONs go.')
+_WORKDIR = flags.DEFINE_string('workdir', str(REPO / 'runs' / 'reproduce'),
+                               'Root of the units\' training workdirs (checkpoints).')
+_SCAN = flags.DEFINE_string('scan_data_dir', _default_dir(SHARED / 'data' / 'scan' / 'length_split'),
+                            'SCAN length-split files (default: ../shared/... when present).')
+_LOOKUP = flags.DEFINE_string('lookup_data_dir', _default_dir(SHARED / 'data' / 'lookup'),
+                              'Directory with forward/ and reverse/ Lookup files (the ones the '
+                              'paper used; default ../shared/... when present; else the '
+                              'reference tables are generated with data_seed 123).')
+_CFQ = flags.DEFINE_string('cfq_data_dir', '', 'The CFQ release (adds CFQ units to table3).')
+_DRY = flags.DEFINE_bool('dry_run', False, 'List the units and their state; train nothing.')
+_MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0 = no limit).',
+                                  lower_bound=0)
+
+
+def _headline(record: Mapping[str, Any]) -> str:
+  return '  '.join(f"{s} {r['accuracy']:.1f}" for s, r in record['test'].items())
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}")
+  logging.set_verbosity(logging.WARNING)
+  from monoloc_jax.main import enable_compilation_cache  # pylint: disable=g-import-not-at-top
+  enable_compilation_cache()
+  grids, seeds = parse_grids(_GRID.value), parse_seeds(_SEEDS.value)
+  results_dir, workdir = pathlib.Path(_RESULTS.value), pathlib.Path(_WORKDIR.value)
+  data_dirs = DataDirs(_SCAN.value, _LOOKUP.value, _CFQ.value)
+  todo = units(grids, seeds, cfq=bool(_CFQ.value))
+  if _DRY.value:
+    for u in todo:
+      _, why = data_dirs.for_task(u.task)
+      state = 'skipped: ' + why if why else unit_state(u, results_dir, workdir)
+      print(f'{u.grid:<7} {u.task:<19} {u.label:<28} seed{u.seed}  {state}')
+    return
+  runnable = [u for u in todo if data_dirs.for_task(u.task)[1] is None]
+  for u in todo:
+    why = data_dirs.for_task(u.task)[1]
+    if why:
+      print(f'skipping {u.grid}/{u.task}/{u.label}/seed{u.seed}: {why}', flush=True)
+  left = [u for u in runnable if unit_state(u, results_dir, workdir) != 'done']
+  print(f'{len(runnable) - len(left)} of {len(runnable)} units done; {len(left)} to run',
+        flush=True)
+  durations, failed = [], 0
+  for i, u in enumerate(left):
+    if _MAX_UNITS.value and i >= _MAX_UNITS.value:
+      break
+    name = f'{u.grid}/{u.task}/{u.label}/seed{u.seed}'
+    t0 = time.time()
+    try:
+      record = run_unit(u, flags.FLAGS.config, results_dir, workdir, data_dirs)
+    except errors.MonolocError as e:
+      failed += 1
+      print(f'[{i + 1}/{len(left)}] {name}: error: {e}', flush=True)
+      continue
+    durations.append(time.time() - t0)
+    remaining = len(left) - i - 1
+    eta = sum(durations) / len(durations) * remaining / 3600
+    print(f"[{i + 1}/{len(left)}] {name}: {_headline(record)}  epochs {record['epochs']}  "
+          f"{durations[-1]:.0f}s; {remaining} left, about {eta:.1f} h", flush=True)
+  print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
+
+
+def _run(argv) -> None:
+  signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+  try:
+    main(argv)
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  except KeyboardInterrupt:
+    print('interrupted; rerun the same command to resume (finished units are kept)',
+          file=sys.stderr)
+    sys.exit(130)
+
+
+if __name__ == '__main__':
+  app.run(_run)
