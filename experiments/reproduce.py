@@ -32,6 +32,7 @@ from ml_collections import config_flags
 
 from monoloc_jax import errors
 from monoloc_jax import tasks
+from monoloc_jax import xla_cache
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / 'shared'
@@ -272,8 +273,7 @@ def main(argv) -> None:
   if len(argv) > 1:
     raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}")
   logging.set_verbosity(logging.WARNING)
-  from monoloc_jax.main import enable_compilation_cache  # pylint: disable=g-import-not-at-top
-  enable_compilation_cache()
+  xla_cache.enable_compilation_cache()
   grids, seeds = parse_grids(_GRID.value), parse_seeds(_SEEDS.value)
   results_dir, workdir = pathlib.Path(_RESULTS.value), pathlib.Path(_WORKDIR.value)
   data_dirs = DataDirs(_SCAN.value, _LOOKUP.value, _CFQ.value)

@@ -10,7 +10,6 @@ The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
 """
 
-import os
 import pathlib
 import sys
 
@@ -22,6 +21,7 @@ from ml_collections import config_flags
 from monoloc_jax import errors
 from monoloc_jax import tasks
 from monoloc_jax import variants
+from monoloc_jax import xla_cache
 
 _DEFAULT_CONFIG = str(pathlib.Path(__file__).parent / 'configs' / 'default.py')
 
@@ -39,23 +39,13 @@ _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lo
 _INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
 
 
-def enable_compilation_cache() -> None:
-  """XLA's persistent compilation cache: later runs skip most compile time."""
-  import jax  # pylint: disable=g-import-not-at-top
-  cache = os.environ.get('MONOLOC_XLA_CACHE',
-                         str(pathlib.Path.home() / '.cache' / 'monoloc_jax' / 'xla'))
-  if cache:
-    jax.config.update('jax_compilation_cache_dir', cache)
-    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
-
-
 def _run(argv) -> None:
   if len(argv) > 1:
     raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}; "
                               'settings are flags, e.g. --task=copy')
   if not _WORKDIR.value:
     raise errors.MonolocError('--workdir is required')
-  enable_compilation_cache()
+  xla_cache.enable_compilation_cache()
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
     results = train.evaluate(_WORKDIR.value)
