@@ -30,104 +30,13 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+import grid as grids_lib  # experiments/grid.py
+
 from monoloc_jax import errors
-from monoloc_jax import tasks
 from monoloc_jax import xla_cache
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / 'shared'
-
-TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
-                'inv_recopy', 'inv_reverse_recopy')
-TABLE2_VARIANTS = ('content', 'relative', 'locattn', 'bi_relative', 'onestep', 'mono')
-TABLE3_VARIANTS = ('content', 'relative', 'mix_locattn', 'bi_relative', 'mix_onestep',
-                   'mix_mono')
-TABLE4_VARIANTS = ('onestep_minus_step2', 'onestep_minus_step3', 'onestep_minus_sigmoid')
-TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_s',
-                   'mix_locattn_s_pr', 'mix_onestep', 'mix_onestep_pr', 'mix_mono',
-                   'mix_mono_pr', 'mix_rmono', 'mix_rmono_pr')
-# Config overrides by label suffix: 'mix_onestep.reference_code' runs mix_onestep
-# with mix_mode='reference_code'.
-OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
-    'reference_code': {'mix_mode': 'reference_code'},
-}
-# Settings of the CFQ size (monoloc_jax/configs/cfq.py) applied to CFQ units.
-CFQ_SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
-                batch_size=128, qk_dim=128, decoder_init='backward_states')
-
-
-@dataclasses.dataclass(frozen=True)
-class Unit:
-  """One seed of one (task, variant) run of one grid."""
-  grid: str
-  task: str
-  label: str          # variant slug, optionally '.<tag>' of OPTION_TAGS
-  seed: int
-
-  @property
-  def variant(self) -> str:
-    return self.label.split('.')[0]
-
-  @property
-  def overrides(self) -> Dict[str, Any]:
-    tags = self.label.split('.')[1:]
-    out: Dict[str, Any] = {}
-    for tag in tags:
-      out.update(OPTION_TAGS[tag])
-    if self.task == 'cfq_length':
-      out.update(CFQ_SIZE)
-    return out
-
-  def path(self, root: pathlib.Path, suffix: str = '') -> pathlib.Path:
-    return root / self.grid / self.task / self.label / f'seed{self.seed}{suffix}'
-
-
-def _runs(tasks_: Sequence[str], labels: Sequence[str]) -> List[Tuple[str, str]]:
-  return [(t, v) for t in tasks_ for v in labels]
-
-
-def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
-  """Each grid's (task, label) runs, in the order they are run."""
-  scan_labels = TABLE3_VARIANTS + ('mix_onestep.reference_code', 'mix_mono.reference_code')
-  return {
-      'table2': _runs(TABLE2_TASKS, TABLE2_VARIANTS),
-      'table3': _runs(('scan_length',) + (('cfq_length',) if cfq else ()), scan_labels),
-      'table4': _runs(TABLE2_TASKS, TABLE4_VARIANTS),
-      'table6': _runs(('dedupe', 'posretrieve'), TABLE2_VARIANTS),
-      'table7': _runs(TABLE2_TASKS, TABLE7_VARIANTS),
-  }
-
-
-GRID_NAMES = tuple(grid_runs())
-
-
-def parse_grids(spec: str) -> List[str]:
-  names = list(GRID_NAMES) if spec == 'all' else [g.strip() for g in spec.split(',') if g.strip()]
-  for name in names:
-    if name not in GRID_NAMES:
-      raise errors.MonolocError(f"unknown grid {name!r}; valid grids: {', '.join(GRID_NAMES)}"
-                                " (or 'all')")
-  if not names:
-    raise errors.MonolocError('--grid is empty; name one or more of ' + ', '.join(GRID_NAMES))
-  return names
-
-
-def parse_seeds(spec: str) -> List[int]:
-  try:
-    seeds = [int(s) for s in spec.split(',') if s.strip()]
-  except ValueError:
-    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0, '
-                              'e.g. 0 or 1,2') from None
-  if not seeds or any(s < 0 for s in seeds):
-    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0')
-  return seeds
-
-
-def units(grids: Sequence[str], seeds: Sequence[int], cfq: bool = False) -> List[Unit]:
-  """All units: for each seed, for each grid, for each run."""
-  runs = grid_runs(cfq)
-  return [Unit(g, t, label, s) for s in seeds for g in grids for t, label in runs[g]]
-
 
 @dataclasses.dataclass(frozen=True)
 class DataDirs:
@@ -155,7 +64,7 @@ def data_source(task: str, data_dir: Optional[str]) -> str:
   return 'files: ' + '/'.join(parts[-3:])
 
 
-def unit_config(base: ml_collections.ConfigDict, unit: Unit,
+def unit_config(base: ml_collections.ConfigDict, unit: grids_lib.Unit,
                 data_dir: Optional[str]) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict(base.to_dict())
   config.task, config.variant = unit.task, unit.variant
@@ -194,7 +103,7 @@ def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   os.replace(tmp, path)
 
 
-def unit_record(unit: Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
+def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
                 wall_s: float) -> Dict[str, Any]:
   """The small JSON committed for a finished unit."""
   test = {}
@@ -220,7 +129,7 @@ def unit_record(unit: Unit, config, results: Mapping[str, Any], data_dir: Option
   }
 
 
-def unit_state(unit: Unit, results_dir: pathlib.Path, workdir: pathlib.Path) -> str:
+def unit_state(unit: grids_lib.Unit, results_dir: pathlib.Path, workdir: pathlib.Path) -> str:
   if unit.path(results_dir, '.json').exists():
     return 'done'
   if (unit.path(workdir) / 'checkpoints').exists():
@@ -228,7 +137,7 @@ def unit_state(unit: Unit, results_dir: pathlib.Path, workdir: pathlib.Path) -> 
   return 'todo'
 
 
-def run_unit(unit: Unit, base_config, results_dir: pathlib.Path, workdir: pathlib.Path,
+def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workdir: pathlib.Path,
              data_dirs: DataDirs) -> Dict[str, Any]:
   """Trains and evaluates one unit (resuming its workdir) and writes its results JSON."""
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
@@ -248,7 +157,7 @@ def _default_dir(path: pathlib.Path) -> str:
 config_flags.DEFINE_config_file(
     'config', str(REPO / 'experiments' / 'configs' / 'reproduce.py'),
     'The protocol (default: experiments/configs/reproduce.py).', lock_config=True)
-_GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(GRID_NAMES)}, or 'all'.")
+_GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(grids_lib.GRID_NAMES)}, or 'all'.")
 _SEEDS = flags.DEFINE_string('seeds', '0', 'Comma list of model seeds, e.g. 0 or 1,2.')
 _RESULTS = flags.DEFINE_string('results_dir', str(REPO / 'results'), 'Where unit JSONs go.')
 _WORKDIR = flags.DEFINE_string('workdir', str(REPO / 'runs' / 'reproduce'),
@@ -274,10 +183,10 @@ def main(argv) -> None:
     raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}")
   logging.set_verbosity(logging.WARNING)
   xla_cache.enable_compilation_cache()
-  grids, seeds = parse_grids(_GRID.value), parse_seeds(_SEEDS.value)
+  grids, seeds = grids_lib.parse_grids(_GRID.value), grids_lib.parse_seeds(_SEEDS.value)
   results_dir, workdir = pathlib.Path(_RESULTS.value), pathlib.Path(_WORKDIR.value)
   data_dirs = DataDirs(_SCAN.value, _LOOKUP.value, _CFQ.value)
-  todo = units(grids, seeds, cfq=bool(_CFQ.value))
+  todo = grids_lib.units(grids, seeds, cfq=bool(_CFQ.value))
   if _DRY.value:
     for u in todo:
       _, why = data_dirs.for_task(u.task)

@@ -1,0 +1,108 @@
+"""The reproduction grids: which (task, variant) runs make up each of the paper's tables.
+
+Shared by `reproduce.py` (which trains the units) and `report.py` (which
+tabulates their results). No flags, no side effects.
+"""
+
+import dataclasses
+import pathlib
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from monoloc_jax import errors
+
+TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
+                'inv_recopy', 'inv_reverse_recopy')
+TABLE2_VARIANTS = ('content', 'relative', 'locattn', 'bi_relative', 'onestep', 'mono')
+TABLE3_VARIANTS = ('content', 'relative', 'mix_locattn', 'bi_relative', 'mix_onestep',
+                   'mix_mono')
+TABLE4_VARIANTS = ('onestep_minus_step2', 'onestep_minus_step3', 'onestep_minus_sigmoid')
+TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_s',
+                   'mix_locattn_s_pr', 'mix_onestep', 'mix_onestep_pr', 'mix_mono',
+                   'mix_mono_pr', 'mix_rmono', 'mix_rmono_pr')
+# Config overrides by label suffix: 'mix_onestep.reference_code' runs mix_onestep
+# with mix_mode='reference_code'.
+OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
+    'reference_code': {'mix_mode': 'reference_code'},
+}
+# Settings of the CFQ size (monoloc_jax/configs/cfq.py) applied to CFQ units.
+CFQ_SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
+                batch_size=128, qk_dim=128, decoder_init='backward_states')
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One seed of one (task, variant) run of one grid."""
+  grid: str
+  task: str
+  label: str          # variant slug, optionally '.<tag>' of OPTION_TAGS
+  seed: int
+
+  @property
+  def variant(self) -> str:
+    return self.label.split('.')[0]
+
+  @property
+  def overrides(self) -> Dict[str, Any]:
+    tags = self.label.split('.')[1:]
+    out: Dict[str, Any] = {}
+    for tag in tags:
+      out.update(OPTION_TAGS[tag])
+    if self.task == 'cfq_length':
+      out.update(CFQ_SIZE)
+    return out
+
+  def path(self, root: pathlib.Path, suffix: str = '') -> pathlib.Path:
+    return root / self.grid / self.task / self.label / f'seed{self.seed}{suffix}'
+
+
+def _runs(tasks_: Sequence[str], labels: Sequence[str]) -> List[Tuple[str, str]]:
+  return [(t, v) for t in tasks_ for v in labels]
+
+
+def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
+  """Each grid's (task, label) runs, in the order they are run."""
+  scan_labels = TABLE3_VARIANTS + ('mix_onestep.reference_code', 'mix_mono.reference_code')
+  return {
+      'table2': _runs(TABLE2_TASKS, TABLE2_VARIANTS),
+      'table3': _runs(('scan_length',) + (('cfq_length',) if cfq else ()), scan_labels),
+      'table4': _runs(TABLE2_TASKS, TABLE4_VARIANTS),
+      'table6': _runs(('dedupe', 'posretrieve'), TABLE2_VARIANTS),
+      'table7': _runs(TABLE2_TASKS, TABLE7_VARIANTS),
+  }
+
+
+GRID_NAMES = tuple(grid_runs())
+
+
+def parse_grids(spec: str) -> List[str]:
+  names = list(GRID_NAMES) if spec == 'all' else [g.strip() for g in spec.split(',') if g.strip()]
+  for name in names:
+    if name not in GRID_NAMES:
+      raise errors.MonolocError(f"unknown grid {name!r}; valid grids: {', '.join(GRID_NAMES)}"
+                                " (or 'all')")
+  if not names:
+    raise errors.MonolocError('--grid is empty; name one or more of ' + ', '.join(GRID_NAMES))
+  return names
+
+
+def parse_seeds(spec: str) -> List[int]:
+  try:
+    seeds = [int(s) for s in spec.split(',') if s.strip()]
+  except ValueError:
+    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0, '
+                              'e.g. 0 or 1,2') from None
+  if not seeds or any(s < 0 for s in seeds):
+    raise errors.MonolocError(f'bad --seeds {spec!r}; give a comma list of integers >= 0')
+  return seeds
+
+
+def units(grids: Sequence[str], seeds: Sequence[int], cfq: bool = False) -> List[Unit]:
+  """All units: for each seed, for each grid, for each run."""
+  runs = grid_runs(cfq)
+  return [Unit(g, t, label, s) for s in seeds for g in grids for t, label in runs[g]]
+
+
+# What a complete reproduction holds: a first pass of seed 0 over every grid,
+# then seeds 1 and 2 for Tables 2 and 3.
+def expected_units(cfq: bool = False) -> List[Unit]:
+  return units(GRID_NAMES, [0], cfq) + units(('table2', 'table3'), [1, 2], cfq)

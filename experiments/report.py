@@ -1,0 +1,304 @@
+"""Generates REPRODUCTION.md from the unit results in results/ (and nothing else).
+
+  python experiments/report.py                     # writes REPRODUCTION.md
+  python experiments/report.py --check             # exit 1 if REPRODUCTION.md is stale
+
+The output depends only on the files under --results_dir, the published numbers
+in experiments/data/paper_results.md and the optional hand-written
+results/NOTES.md, so it regenerates byte-identically.
+"""
+
+import json
+import math
+import pathlib
+import re
+import statistics
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from absl import app
+from absl import flags
+
+import grid as grids_lib  # experiments/grid.py
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+PAPER = pathlib.Path(__file__).resolve().parent / 'data' / 'paper_results.md'
+
+SOLVED, FAILED = 90.0, 50.0
+# Paper column headers per task, and the paper's length of each split.
+PAPER_COLUMNS = {'copy': 'Copy', 'reverse_copy': 'RevCopy', 'lookup': 'Lookup',
+                 'reverse_lookup': 'RevLookup', 'recopy': 'ReCopy',
+                 'reverse_recopy': 'RevReCopy', 'inv_recopy': 'InvReCopy',
+                 'inv_reverse_recopy': 'InvRevReCopy', 'scan_length': 'SCAN length',
+                 'cfq_length': 'CFQ length'}
+TASK_NAMES = {'copy': 'Copy', 'reverse_copy': 'Reverse Copy', 'lookup': 'Lookup',
+              'reverse_lookup': 'Reverse Lookup', 'recopy': 'ReCopy',
+              'reverse_recopy': 'Reverse ReCopy', 'inv_recopy': 'Inv ReCopy',
+              'inv_reverse_recopy': 'Inv Reverse ReCopy', 'dedupe': 'DeDupe',
+              'posretrieve': 'PosRetrieve', 'scan_length': 'SCAN (length split)',
+              'cfq_length': 'CFQ (length split)'}
+LOOKUP_SPLITS = ('test_long1', 'test_long3', 'test_long5')
+LENGTH_OF = {'test_15': '15', 'test_30': '30', 'test_100': '100', 'test_long1': '7',
+             'test_long3': '9', 'test_long5': '11', 'test': ''}
+
+
+def splits_of(task: str) -> Tuple[str, ...]:
+  if task in ('lookup', 'reverse_lookup'):
+    return LOOKUP_SPLITS
+  if task in ('scan_length', 'cfq_length'):
+    return ('test',)
+  return ('test_15', 'test_30', 'test_100')
+
+
+def mark(acc: float) -> str:
+  return 'solved' if acc >= SOLVED else ('failed' if acc <= FAILED else 'partial')
+
+
+def read_paper(path: pathlib.Path = PAPER) -> Dict[Tuple[str, str], str]:
+  """{(model slug, column header): cell text} of every markdown table in `path`."""
+  out, header = {}, None
+  for line in path.read_text(encoding='utf-8').splitlines():
+    if not line.startswith('|'):
+      header = None
+      continue
+    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    if cells[0] == 'model':
+      header = cells
+    elif header and not re.fullmatch(r'-+', cells[0]):
+      for name, value in zip(header[1:], cells[1:]):
+        out[(cells[0], name)] = value
+  return out
+
+
+def load_results(results_dir: pathlib.Path) -> Dict[Tuple[str, str, str], List[Dict[str, Any]]]:
+  """{(grid, task, label): [unit record, ...] sorted by seed}."""
+  out: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
+  for path in sorted(results_dir.glob('*/*/*/seed*.json')):
+    record = json.loads(path.read_text(encoding='utf-8'))
+    out.setdefault((record['grid'], record['task'], record['label']), []).append(record)
+  for records in out.values():
+    records.sort(key=lambda r: r['seed'])
+  return out
+
+
+def _fmt(x: float) -> str:
+  return f'{x:.1f}'
+
+
+def _median(values: Sequence[float]) -> float:
+  return float(statistics.median(values))
+
+
+def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
+  """One paragraph describing what ran, from the records themselves."""
+  if not records:
+    return '_No unit of this table has run yet._'
+  def values(key, src='protocol'):
+    return sorted({str(r[src].get(key)) if src else str(r.get(key)) for r in records})
+  seeds = sorted({r['seed'] for r in records})
+  dev = ', '.join('the full' if v == '0' else f'the first {v} samples of the'
+                  for v in values('eval_size'))
+  sizes = sorted({v['n'] for r in records for v in r['test'].values()})
+  datas = sorted({r['data'] for r in records})
+  commits = sorted({r['code']['commit'][:7] + ('+dirty' if r['code']['dirty'] else '')
+                    for r in records})
+  return (f"Protocol actually run: at most {', '.join(values('max_epochs'))} epochs, early "
+          f"stopping after {', '.join(values('early_stop_patience'))} epochs without dev "
+          f"improvement, a seed also stops after {', '.join(values('perfect_dev_patience'))} "
+          f"consecutive epochs at 100% dev accuracy (0 = rule off), lr halved after "
+          f"{', '.join(values('lr_patience'))} epochs without improvement; dev metric: "
+          f"{', '.join(values('dev_metric'))} sequence accuracy on {dev} dev split; "
+          f"test splits of {', '.join(map(str, sizes))} samples; seeds that ran: "
+          f"{', '.join(map(str, seeds))}; data: {'; '.join(datas)}; code: "
+          f"{', '.join(commits)}. The paper: at most 100 epochs, patience 50, 5 seeds.")
+
+
+def table2(results, paper) -> Tuple[List[str], List[str], int, int]:
+  """The Table 2 section, the disagreement lines, and (agreeing, compared) cell counts."""
+  lines, disagreements = [], []
+  agree = compared = 0
+  records_all = [r for (g, _, _), rs in results.items() if g == 'table2' for r in rs]
+  lines += ['## Table 2: sequence accuracy (%) by length, ours vs the paper', '',
+            _protocol(records_all), '',
+            f'Ours: the median over seeds, per-seed values in brackets. Marks: S = solved '
+            f'(≥ {SOLVED:.0f}), F = failed (≤ {FAILED:.0f}), P = partial. "agree" compares '
+            'the marks at the two longest lengths (30 and 100; Lookup: 9 and 11).', '']
+  for task in grids_lib.TABLE2_TASKS:
+    splits = splits_of(task)
+    lines.append(f'### {TASK_NAMES[task]}')
+    lines.append('')
+    head = ' | '.join(f'len {LENGTH_OF[s]}: ours | paper' for s in splits)
+    lines.append(f'| variant | seeds | {head} | agree {LENGTH_OF[splits[1]]} | '
+                 f'agree {LENGTH_OF[splits[2]]} | epochs |')
+    lines.append('|' + '---|' * (2 + 2 * len(splits) + 3))
+    for variant in grids_lib.TABLE2_VARIANTS:
+      records = results.get(('table2', task, variant), [])
+      cells, agrees = [], []
+      for k, split in enumerate(splits):
+        ref = paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[split]}'))
+        ref_txt = f'{ref} {mark(float(ref))[0].upper()}' if ref else '–'
+        if records:
+          accs = [r['test'][split]['accuracy'] for r in records]
+          med = _median(accs)
+          ours = f"{_fmt(med)} {mark(med)[0].upper()} [{', '.join(_fmt(a) for a in accs)}]"
+        else:
+          ours = 'not run'
+        cells.append(f'{ours} | {ref_txt}')
+        if k >= 1:
+          if records and ref:
+            ok = mark(med) == mark(float(ref))
+            compared += 1
+            agree += ok
+            agrees.append('yes' if ok else '**no**')
+            if not ok:
+              seeds = ', '.join(str(r['seed']) for r in records)
+              disagreements.append(
+                  f'- {TASK_NAMES[task]} / {variant}, length {LENGTH_OF[split]}: ours '
+                  f'{_fmt(med)} ({mark(med)}), paper {ref} ({mark(float(ref))}); per-unit '
+                  f'results in `results/table2/{task}/{variant}/seed{{{seeds}}}.json`.')
+          else:
+            agrees.append('–')
+      epochs = ', '.join(str(r['epochs']) for r in records) if records else '–'
+      lines.append(f"| {variant} | {len(records)} | {' | '.join(cells)} | "
+                   f"{' | '.join(agrees)} | {epochs} |")
+    lines.append('')
+  lines.insert(4, f'**Agreement: {agree} of {compared} compared cells** at the two longest '
+               f'lengths (of 96 when all 48 runs have results; the target is ≥ 90).')
+  lines.insert(5, '')
+  return lines, disagreements, agree, compared
+
+
+def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
+  mean = sum(values) / len(values)
+  std = statistics.stdev(values) if len(values) > 1 else 0.0
+  return mean, std
+
+
+def table3(results, paper) -> List[str]:
+  records_all = [r for (g, _, _), rs in results.items() if g == 'table3' for r in rs]
+  lines = ['## Table 3: SCAN and CFQ length splits, mean ± std (%)', '', _protocol(records_all),
+           '', 'Std is the sample standard deviation over seeds. "within" says whether our '
+           "mean lies within one of the paper's standard deviations of its mean. Rows marked "
+           '`.reference_code` run the Mix variant as the authors\' code built it (no content '
+           "branch; BUILD_NOTES.md §2 item 17), beside the paper's number for that name.", '']
+  for task in ('scan_length', 'cfq_length'):
+    labels = [l for t, l in grids_lib.grid_runs(cfq=True)['table3'] if t == task]
+    if task == 'cfq_length' and not any(results.get(('table3', task, l)) for l in labels):
+      lines += [f'### {TASK_NAMES[task]}', '', '_Not run: the CFQ release is not available '
+                'on this machine (`--cfq_data_dir`)._', '']
+      continue
+    lines += [f'### {TASK_NAMES[task]}', '',
+              '| variant | seeds | ours: mean ± std | per seed | paper | within |',
+              '|---|---|---|---|---|---|']
+    for label in labels:
+      records = results.get(('table3', task, label), [])
+      ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
+      if records:
+        accs = [r['test']['test']['accuracy'] for r in records]
+        mean, std = _mean_std(accs)
+        ours = f'{mean:.2f} ± {std:.2f}'
+        per_seed = ', '.join(_fmt(a) for a in accs)
+        within = '–'
+        m = re.fullmatch(r'([\d.]+)\s*±\s*([\d.]+)', ref)
+        if m:
+          within = 'yes' if abs(mean - float(m.group(1))) <= float(m.group(2)) else '**no**'
+      else:
+        ours, per_seed, within = 'not run', '', '–'
+      lines.append(f'| {label} | {len(records)} | {ours} | {per_seed} | {ref} | {within} |')
+    lines.append('')
+  return lines
+
+
+def other_table(results, name: str, title: str, task_list, variant_list) -> List[str]:
+  records_all = [r for (g, _, _), rs in results.items() if g == name for r in rs]
+  lines = [f'## {title}', '', _protocol(records_all), '',
+           'Median sequence accuracy (%) over seeds / mean edit distance (tokens), per length.',
+           '']
+  for task in task_list:
+    splits = splits_of(task)
+    lines += [f'### {TASK_NAMES[task]}', '',
+              '| variant | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits) + ' |',
+              '|' + '---|' * (2 + len(splits))]
+    for variant in variant_list:
+      records = results.get((name, task, variant), [])
+      if records:
+        cells = []
+        for split in splits:
+          acc = _median([r['test'][split]['accuracy'] for r in records])
+          edit = sum(r['test'][split]['edit_distance'] for r in records) / len(records)
+          cells.append(f'{_fmt(acc)} / {edit:.2f}')
+      else:
+        cells = ['not run'] * len(splits)
+      lines.append(f"| {variant} | {len(records)} | {' | '.join(cells)} |")
+    lines.append('')
+  return lines
+
+
+def missing(results) -> List[str]:
+  have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
+  lines = ['## Missing units', '',
+           'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of Tables 2 '
+           'and 3 (CFQ units only where the data is available).', '']
+  by_grid: Dict[str, List[str]] = {}
+  expected = grids_lib.expected_units(cfq=False)
+  for u in expected:
+    if (u.grid, u.task, u.label, u.seed) not in have:
+      by_grid.setdefault(u.grid, []).append(f'{u.task}/{u.label}/seed{u.seed}')
+  total = sum(len(v) for v in by_grid.values())
+  lines.append(f'{len(expected) - total} of {len(expected)} units have results; {total} missing.')
+  lines.append('')
+  for g in grids_lib.GRID_NAMES:
+    if g in by_grid:
+      lines.append(f'- **{g}** ({len(by_grid[g])} missing): ' + ', '.join(by_grid[g]))
+  return lines + ['']
+
+
+def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
+  results = load_results(results_dir)
+  paper = read_paper(paper_path)
+  t2, disagreements, _, _ = table2(results, paper)
+  out = ['# Reproduction of Ray Chowdhury & Caragea (ICML 2023) with monoloc_jax', '',
+         'Generated by `python experiments/report.py` from `results/` (one JSON per unit: one '
+         'seed of one task × variant run); do not edit by hand. The runs come from '
+         '`python experiments/reproduce.py` (see README.md). Paper numbers: '
+         '`experiments/data/paper_results.md` (Tables 2 and 3 of the paper).', '']
+  out += t2
+  out += ['## Table 2 disagreements', '']
+  out += disagreements or ['None among the cells that have run.']
+  out += ['']
+  notes = results_dir / 'NOTES.md'
+  out += ['## Explanations', '']
+  out += ([notes.read_text(encoding='utf-8').rstrip(), ''] if notes.exists()
+          else ['_No notes yet (results/NOTES.md)._', ''])
+  out += table3(results, paper)
+  out += other_table(results, 'table4', 'Table 4: OneStepAttn ablations', grids_lib.TABLE2_TASKS,
+                     grids_lib.TABLE4_VARIANTS)
+  out += other_table(results, 'table6', 'Table 6: DeDupe and PosRetrieve', ('dedupe', 'posretrieve'),
+                     grids_lib.TABLE2_VARIANTS)
+  out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
+                     grids_lib.TABLE7_VARIANTS)
+  out += missing(results)
+  return '\n'.join(out).rstrip() + '\n'
+
+
+def main(argv) -> None:
+  del argv
+  f = flags.FLAGS
+  text = render(pathlib.Path(f.results_dir))
+  out = pathlib.Path(f.out)
+  if f.check:
+    if not out.exists() or out.read_text(encoding='utf-8') != text:
+      print(f'{out} is stale: run python experiments/report.py', file=sys.stderr)
+      sys.exit(1)
+    return
+  out.write_text(text, encoding='utf-8')
+  print(out)
+
+
+if __name__ == '__main__':
+  # Flags are defined only when run as a script, so tests can import this module
+  # beside reproduce.py (which defines --results_dir too).
+  flags.DEFINE_string('results_dir', str(REPO / 'results'), 'The unit results.')
+  flags.DEFINE_string('out', str(REPO / 'REPRODUCTION.md'), 'The report to write.')
+  flags.DEFINE_bool('check', False, 'Only check that --out is up to date.')
+  app.run(main)

@@ -1,0 +1,162 @@
+"""The reproduction runner and report (experiments/), on small fixtures: CI never runs the grid."""
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+import ml_collections
+import pytest
+
+from monoloc_jax import errors
+
+EXPERIMENTS = pathlib.Path(__file__).resolve().parent.parent / 'experiments'
+
+
+def _load(name):
+  if str(EXPERIMENTS) not in sys.path:
+    sys.path.insert(0, str(EXPERIMENTS))
+  spec = importlib.util.spec_from_file_location(f'experiments_{name}', EXPERIMENTS / f'{name}.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+grid = _load('grid')
+report = _load('report')
+reproduce = _load('reproduce')     # defines the runner's absl flags, once
+
+
+def record(grid_name, task, label, seed, accs, edit=0.0, epochs=5):
+  """A unit record as reproduce.py writes it; accs maps split -> accuracy %."""
+  return {
+      'grid': grid_name, 'task': task, 'variant': label.split('.')[0], 'label': label,
+      'seed': seed, 'overrides': {}, 'epochs': epochs, 'best_dev_epoch': epochs,
+      'best_dev_accuracy': 100.0, 'wall_time_s': 12.5, 'data': 'generated',
+      'code': {'commit': 'abcdef0123', 'dirty': False},
+      'protocol': {'max_epochs': 30, 'early_stop_patience': 10, 'perfect_dev_patience': 3,
+                   'lr_patience': 4, 'dev_metric': 'greedy', 'eval_size': 0},
+      'test': {s: {'accuracy': a, 'seq_acc_be': a, 'edit_distance': edit, 'n': 2000}
+               for s, a in accs.items()},
+      'versions': {'python': '3.11', 'jax': '0', 'backend': 'cpu'},
+  }
+
+
+def write(root, rec):
+  path = root / rec['grid'] / rec['task'] / rec['label'] / f"seed{rec['seed']}.json"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(rec))
+
+
+@pytest.fixture
+def fixture_results(tmp_path):
+  root = tmp_path / 'results'
+  copy = {'test_15': 100.0, 'test_30': 100.0, 'test_100': 100.0}
+  write(root, record('table2', 'copy', 'onestep', 0, copy))                 # agrees
+  write(root, record('table2', 'copy', 'onestep', 1, copy))
+  write(root, record('table2', 'copy', 'onestep', 2, {**copy, 'test_100': 40.0}))
+  write(root, record('table2', 'recopy', 'mono', 0,                         # disagrees
+                     {'test_15': 10.0, 'test_30': 0.0, 'test_100': 0.0}, edit=3.5))
+  write(root, record('table2', 'lookup', 'relative', 0,
+                     {'test_long1': 100.0, 'test_long3': 95.0, 'test_long5': 70.0}))
+  for seed, acc in enumerate([20.0, 30.0, 31.0]):
+    write(root, record('table3', 'scan_length', 'mix_onestep', seed, {'test': acc}))
+  write(root, record('table3', 'scan_length', 'mix_mono.reference_code', 0, {'test': 2.0}))
+  write(root, record('table6', 'dedupe', 'onestep', 0,
+                     {'test_15': 50.0, 'test_30': 25.0, 'test_100': 0.0}, edit=1.25))
+  return root
+
+
+def test_report_regenerates_byte_identically_and_states_the_cells(fixture_results):
+  text = report.render(fixture_results)
+  assert report.render(fixture_results) == text
+  # Copy / OneStep: median of [100, 100, 40] at length 100 is 100 -> agrees with the paper.
+  assert '| onestep | 3 | 100.0 S [100.0, 100.0, 100.0] | 100 S |' in text
+  assert '100.0 S [100.0, 100.0, 40.0] | 100 S | yes | yes | 5, 5, 5 |' in text
+  # ReCopy / Mono: ours failed, the paper solved -> two disagreeing cells, listed.
+  assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S | 0.0 F [0.0] | 100 S | ' \
+         '**no** | **no** | 5 |' in text
+  assert '- ReCopy / mono, length 30: ours 0.0 (failed), paper 100 (solved)' in text
+  # Lookup / Relative at 9 (95, solved) agrees; at 11 (70, partial vs 100 solved) does not.
+  assert '| relative | 1 | 100.0 S [100.0] | 100 S | 95.0 S [95.0] | 100 S | 70.0 P [70.0] | ' \
+         '100 S | yes | **no** | 5 |' in text
+  assert '**Agreement: 3 of 6 compared cells**' in text
+  # Table 3: mean 27.00 ± 6.08 vs the paper's 29.51 ± 9.46 -> within one std.
+  assert '| mix_onestep | 3 | 27.00 ± 6.08 | 20.0, 30.0, 31.0 | 29.51 ± 9.46 | yes |' in text
+  assert '| mix_mono.reference_code | 1 | 2.00 ± 0.00 | 2.0 | 21.08 ± 7.17 | **no** |' in text
+  # Table 6: accuracy / edit distance.
+  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text
+  # Missing units: 300 expected, 10 present.
+  assert '10 of 300 units have results; 290 missing.' in text
+  table2_line = next(l for l in text.splitlines() if l.startswith('- **table2** (139 missing)'))
+  missing_table2 = table2_line.split(': ', 1)[1].split(', ')
+  assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
+  assert 'copy/onestep/seed2' not in missing_table2 and 'recopy/mono/seed0' not in missing_table2
+  assert 'at most 30 epochs' in text and 'the full dev split' in text
+
+
+def test_report_includes_hand_written_notes(fixture_results):
+  (fixture_results / 'NOTES.md').write_text('ReCopy / mono: see the gate experiment.\n')
+  assert 'ReCopy / mono: see the gate experiment.' in report.render(fixture_results)
+
+
+def test_grids_hold_the_papers_runs():
+  runs = grid.grid_runs()
+  assert len(runs['table2']) == 48 and len(set(runs['table2'])) == 48
+  assert len(runs['table4']) == 24 and len(runs['table6']) == 12 and len(runs['table7']) == 96
+  labels = [label for _, label in runs['table3']]
+  assert labels == ['content', 'relative', 'mix_locattn', 'bi_relative', 'mix_onestep',
+                    'mix_mono', 'mix_onestep.reference_code', 'mix_mono.reference_code']
+  assert len(grid.grid_runs(cfq=True)['table3']) == 16
+  unit = grid.Unit('table3', 'scan_length', 'mix_mono.reference_code', 1)
+  assert unit.variant == 'mix_mono' and unit.overrides == {'mix_mode': 'reference_code'}
+  assert grid.Unit('table3', 'cfq_length', 'content', 0).overrides['num_layers'] == 2
+  ordered = grid.units(['table6', 'table2'], [1, 0])
+  assert [u.seed for u in ordered[:60]] == [1] * 60
+  assert ordered[0].grid == 'table6' and ordered[12].grid == 'table2'
+
+
+def test_grid_and_seed_flags_give_one_line_errors():
+  with pytest.raises(errors.MonolocError, match="unknown grid 'table5'; valid grids: table2"):
+    grid.parse_grids('table2,table5')
+  with pytest.raises(errors.MonolocError, match="bad --seeds 'a'"):
+    grid.parse_seeds('a')
+  assert grid.parse_grids('all') == list(grid.GRID_NAMES)
+  assert grid.parse_seeds('1,2') == [1, 2]
+
+
+def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15',
+              progress=False, perfect_dev_patience=3)
+  unit = grid.Unit('table2', 'copy', 'onestep', 0)
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  assert reproduce.unit_state(unit, results, work) == 'todo'
+  rec = reproduce.run_unit(unit, base, results, work, reproduce.DataDirs())
+  saved = json.loads(unit.path(results, '.json').read_text())
+  assert saved == json.loads(json.dumps(rec))
+  assert set(saved['test']) == {'test_15'} and saved['test']['test_15']['n'] == 16
+  assert {'accuracy', 'seq_acc_be', 'edit_distance'} <= set(saved['test']['test_15'])
+  assert saved['epochs'] == 1 and saved['protocol']['max_epochs'] == 1
+  assert saved['variant'] == 'onestep' and saved['seed'] == 0 and len(saved['code']['commit']) >= 7
+  assert reproduce.unit_state(unit, results, work) == 'done'
+
+
+def test_data_dirs_for_tasks():
+  dirs = reproduce.DataDirs(scan='/d/scan', lookup='/d/lookup', cfq='')
+  assert dirs.for_task('scan_length') == ('/d/scan', None)
+  assert dirs.for_task('lookup') == ('/d/lookup/forward', None)
+  assert dirs.for_task('reverse_lookup') == ('/d/lookup/reverse', None)
+  assert dirs.for_task('cfq_length')[1] == 'no CFQ data (--cfq_data_dir)'
+  assert reproduce.DataDirs().for_task('lookup') == (None, None)
+  assert reproduce.data_source('lookup', None) == 'generated (data_seed 123)'
+  assert reproduce.data_source('scan_length', '/x/shared/data/scan/length_split') == \
+      'files: data/scan/length_split'
+
+
+def test_committed_report_is_current():
+  """REPRODUCTION.md is exactly what `python experiments/report.py` makes of results/."""
+  repo = EXPERIMENTS.parent
+  assert (repo / 'REPRODUCTION.md').read_text(encoding='utf-8') == \
+      report.render(repo / 'results'), 'REPRODUCTION.md is stale: run python experiments/report.py'
