@@ -5,9 +5,9 @@ paper's App. C), and Dubois et al.'s (ACL 2020) sequence accuracy before
 `<eos>` (SeqAccBE) and attention loss.
 
 All functions take predictions and targets as int arrays [n, T] padded with
-`pad_id`; a sequence is cut at its first `<eos>` (exclusive) and nothing else
-is trimmed. Sequence accuracy and SeqAccBE first pad the narrower of the two
-arrays with 0 (`<pad>`), so a prediction without `<eos>` has not ended.
+`<pad>` (id 0); a sequence is cut at its first `<eos>` (exclusive) and nothing
+else is trimmed. Sequence accuracy and SeqAccBE first pad the narrower of the
+two arrays with `<pad>`, so a prediction without `<eos>` has not ended.
 """
 
 from typing import Dict, Optional
