@@ -20,14 +20,16 @@ BATCH = 8
 token_loss = jax.jit(train.token_loss, static_argnums=2)
 
 
-def make_examples(n: int = N_EXAMPLES, seed: int = 2) -> List[Example]:
+def make_examples(n: int = N_EXAMPLES, seed: int = 0) -> List[Example]:
   """Examples whose first source token `w<i>` names them; targets of 1-45
-  tokens (2-46 with `<eos>`: buckets 8 to 48, none a whole number of batches)."""
+  tokens (2-46 with `<eos>`: buckets 8 to 48, none a whole number of batches),
+  sources no longer than their targets (so short targets have short sources)."""
   rng = np.random.default_rng(seed)
   out = []
   for i in range(n):
-    source = (f'w{i}',) + tuple(str(t) for t in rng.choice(['a', 'b'], rng.integers(0, 13)))
     target = tuple(str(t) for t in rng.choice(['A', 'B', 'C'], rng.integers(1, 46)))
+    source = (f'w{i}',) + tuple(str(t) for t in rng.choice(['a', 'b'],
+                                                           rng.integers(0, len(target))))
     out.append(Example(source, target))
   return out
 
