@@ -1,6 +1,6 @@
 """Evaluation metrics, on id arrays (host side, NumPy).
 
-Sequence accuracy (the metric of the paper's result tables), edit distance (the
+Sequence accuracy (the metric of the paper's Tables 2 and 3), edit distance (the
 paper's App. C), and Dubois et al.'s (ACL 2020) sequence accuracy before
 `<eos>` (SeqAccBE) and attention loss.
 
