@@ -1,8 +1,13 @@
-"""Evaluation metrics of SPEC §5, on id arrays (host side, NumPy).
+"""Evaluation metrics, on id arrays (host side, NumPy).
+
+Sequence accuracy (the metric of the paper's Tables 2 and 3), edit distance (the
+paper's App. C), and Dubois et al.'s (ACL 2020) sequence accuracy before
+`<eos>` (SeqAccBE) and attention loss.
 
 All functions take predictions and targets as int arrays [n, T] padded with
-`pad_id`; a sequence is cut at its first `<eos>` (exclusive) and nothing else
-is trimmed.
+`<pad>` (id 0); a sequence is cut at its first `<eos>` (exclusive) and nothing
+else is trimmed. Sequence accuracy and SeqAccBE first pad the narrower of the
+two arrays with `<pad>`, so a prediction without `<eos>` has not ended.
 """
 
 from typing import Dict, Optional

@@ -1,4 +1,4 @@
-"""Tests of the pure attention and GRU kernels against NumPy transcriptions.
+"""Tests of the pure attention kernels against NumPy transcriptions (GRU: rnn_test.py).
 
 Every reference below is written straight from the paper's equations (Ray
 Chowdhury & Caragea 2023, Eq. 1-19; Dubois et al. 2020), independently of `monoloc_jax.attention`: float64, explicit loops
@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from monoloc_jax import attention as A
-from monoloc_jax import rnn
 from monoloc_jax import variants
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -285,20 +284,6 @@ def ref_attention_step(spec, params, encoded, values, lengths, h, pa_prev, t):
       context += a[i] * f64(values[b, i])
     out[b] = context @ p['out']                       # Eq. 2
   return out, weights, pa_new, aux
-
-
-def ref_gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
-  """PyTorch nn.GRU cell; weights in PyTorch layout ([3H, in], gates r, z, n)."""
-  hid = len(h)
-  gi = f64(w_ih) @ f64(x) + f64(b_ih)
-  gh = f64(w_hh) @ f64(h) + f64(b_hh)
-  out = np.zeros(hid)
-  for j in range(hid):
-    r = sig(gi[j] + gh[j])
-    z = sig(gi[hid + j] + gh[hid + j])
-    n = math.tanh(gi[2 * hid + j] + r * gh[2 * hid + j])
-    out[j] = (1.0 - z) * n + z * float(h[j])
-  return out
 
 
 # ===========================================================================
@@ -701,70 +686,6 @@ def test_locattn_s_first_step_uses_bias_not_pa():
 
 
 # ===========================================================================
-# GRU kernels against PyTorch's equations.
-# ===========================================================================
-def torch_gru_weights(rng, features, hidden):
-  bound = hidden ** -0.5
-  def u(*shape):
-    return rng.uniform(-bound, bound, shape).astype(np.float32)
-  return u(3 * hidden, features), u(3 * hidden, hidden), u(3 * hidden), u(3 * hidden)
-
-
-@pytest.mark.parametrize('seed,features,hidden', [(0, 5, 4), (1, 8, 16), (2, 3, 7)])
-def test_gru_cell(seed, features, hidden):
-  rng = np.random.default_rng(seed)
-  w_ih, w_hh, b_ih, b_hh = torch_gru_weights(rng, features, hidden)
-  x, h = normal(rng, 3, features), normal(rng, 3, hidden)
-  x_proj = x @ w_ih.T + b_ih
-  got = rnn.gru_cell(x_proj, h, w_hh.T, b_hh)
-  expected = np.stack([ref_gru_cell(x[b], h[b], w_ih, w_hh, b_ih, b_hh)
-                       for b in range(3)])
-  assert_close(got, expected)
-
-
-def ref_gru_run(xs, w_ih, w_hh, b_ih, b_hh, hidden):
-  """Runs the reference cell over a list of inputs; returns the states."""
-  h = np.zeros(hidden)
-  out = []
-  for x in xs:
-    h = ref_gru_cell(x, h, w_ih, w_hh, b_ih, b_hh)
-    out.append(h)
-  return out
-
-
-@pytest.mark.parametrize('seed,lengths,n_pos', [
-    (0, [5, 2, 1, 4], 5), (1, [3, 8, 6], 9)])
-def test_gru_scan_and_bidirectional(seed, lengths, n_pos):
-  rng = np.random.default_rng(seed)
-  features, hidden = 4, 6
-  lengths = np.array(lengths, np.int32)
-  batch = len(lengths)
-  fwd = torch_gru_weights(rng, features, hidden)
-  bwd = torch_gru_weights(rng, features, hidden)
-  x = normal(rng, batch, n_pos, features)
-  for b, n in enumerate(lengths):              # junk in the padding must not matter
-    x[b, n:] = 100.0 * rng.standard_normal((n_pos - n, features))
-  xf = x @ fwd[0].T + fwd[2]
-  xb = x @ bwd[0].T + bwd[2]
-
-  scan = np.asarray(rnn.gru_scan(xf, np.zeros((batch, hidden), np.float32),
-                                 fwd[1].T, fwd[3]))
-  for b in range(batch):
-    assert_close(scan[b], ref_gru_run(x[b], fwd[0], fwd[1], fwd[2], fwd[3], hidden))
-
-  outputs, final = rnn.bidirectional_gru(xf, xb, lengths, (fwd[1].T, fwd[3]),
-                                         (bwd[1].T, bwd[3]))
-  outputs, final = np.asarray(outputs), np.asarray(final)
-  assert outputs.shape == (batch, n_pos, 2 * hidden)
-  for b, n in enumerate(lengths):
-    f_states = ref_gru_run(x[b, :n], *fwd, hidden)
-    b_states = ref_gru_run(x[b, :n][::-1], *bwd, hidden)[::-1]
-    assert_close(outputs[b, :n, :hidden], f_states)
-    assert_close(outputs[b, :n, hidden:], b_states)
-    assert_close(final[b], np.r_[f_states[-1], b_states[0]])
-
-
-# ===========================================================================
 # Every kernel under jax.jit, jax.vmap and jax.grad.
 # ===========================================================================
 def _lengths(rng, batch=3, max_len=6):
@@ -784,14 +705,6 @@ def _step_case(name, t):
     out, weights, carry, aux = run_step(spec, params, encoded, values, lengths, h, pa, t)
     return out, weights, carry.pa_prev, aux
   return fn, make
-
-
-def _bigru_case():
-  def make(rng):
-    fw, bw = torch_gru_weights(rng, 3, 4), torch_gru_weights(rng, 3, 4)
-    return (normal(rng, 3, 6, 12), normal(rng, 3, 6, 12), _lengths(rng),
-            (fw[1].T, fw[3]), (bw[1].T, bw[3]))
-  return rnn.bidirectional_gru, make
 
 
 TRANSFORM_CASES = {
@@ -838,9 +751,6 @@ TRANSFORM_CASES = {
     'attention_step_bi_rope_t1': _step_case('bi_rope', 1),
     'attention_step_mix_mono_pr_t0': _step_case('mix_mono_pr', 0),
     'attention_step_mix_locattn_s_t3': _step_case('mix_locattn_s', 3),
-    'gru_cell': (rnn.gru_cell, lambda r: (normal(r, 3, 12), normal(r, 3, 4),
-                                          normal(r, 4, 12), normal(r, 12))),
-    'bidirectional_gru': _bigru_case(),
 }
 
 

@@ -1,0 +1,334 @@
+"""Tests of encoding and length-bucketed batching."""
+
+import math
+from typing import Dict, List, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from monoloc_jax import input_pipeline as ip
+from monoloc_jax import train
+from monoloc_jax.tasks.types import Example
+from monoloc_jax.vocab import Vocabulary
+
+N_EXAMPLES = 157
+BATCH = 8
+
+# Jitted: one compile per batch shape instead of one per operation.
+token_loss = jax.jit(train.token_loss, static_argnums=2)
+
+
+def make_examples(n: int = N_EXAMPLES, seed: int = 0) -> List[Example]:
+  """Examples whose first source token `w<i>` names them; targets of 1-45
+  tokens (2-46 with `<eos>`: buckets 8 to 48, none a whole number of batches),
+  sources no longer than their targets (so short targets have short sources)."""
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(n):
+    target = tuple(str(t) for t in rng.choice(['A', 'B', 'C'], rng.integers(1, 46)))
+    source = (f'w{i}',) + tuple(str(t) for t in rng.choice(['a', 'b'],
+                                                           rng.integers(0, len(target))))
+    out.append(Example(source, target))
+  return out
+
+
+@pytest.fixture(scope='module')
+def data():
+  examples = make_examples()
+  vocab = Vocabulary.from_examples(examples)
+  split = ip.encode_split(examples, vocab)
+  # Encoded source of example i starts with the id of `w<i>`.
+  index_of_first_id = {vocab.id_of(f'w{i}'): i for i in range(len(examples))}
+  return examples, vocab, split, index_of_first_id
+
+
+def bucket_counts(split: ip.EncodedSplit) -> Dict[int, int]:
+  """How many examples fall in each target-length bucket (computed by hand)."""
+  counts: Dict[int, int] = {}
+  for n in split.tgt_len:
+    b = next(b for b in ip.BUCKETS if b >= n)
+    counts[b] = counts.get(b, 0) + 1
+  return counts
+
+
+def real_rows(tgt_out: np.ndarray, eos_id: int) -> np.ndarray:
+  """Rows that hold an example: every real target contains `<eos>`."""
+  return (tgt_out == eos_id).any(-1)
+
+
+def example_indices(src: np.ndarray, real: np.ndarray, index_of_first_id) -> List[int]:
+  return [index_of_first_id[int(row[0])] for row in src[real]]
+
+
+def per_bucket(batches: Sequence[ip.Batch]) -> Dict[int, List[np.ndarray]]:
+  """Seed 0's source arrays of each bucket's batches, in epoch order."""
+  out: Dict[int, List[np.ndarray]] = {}
+  for b in batches:
+    out.setdefault(b.tgt_out.shape[-1], []).append(b.src[0])
+  return out
+
+
+# ---------------------------------------------------------------------------
+# bucket_length.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('n,expected', [
+    (0, 8), (1, 8), (8, 8), (9, 16), (17, 24), (33, 48), (49, 64), (97, 128),
+    (300, 320), (513, 768), (1024, 1024), (1025, 1280), (1280, 1280), (1281, 1536),
+    (3000, 3072)])
+def test_bucket_length_cases(n, expected):
+  assert ip.bucket_length(n) == expected
+
+
+def test_bucket_length_is_the_smallest_allowed_length():
+  allowed = sorted(set(ip.BUCKETS) | {256 * k for k in range(5, 20)})
+  for n in range(0, 4097):
+    assert ip.bucket_length(n) == next(b for b in allowed if b >= n), n
+
+
+# ---------------------------------------------------------------------------
+# encode_split.
+# ---------------------------------------------------------------------------
+def test_encode_split_shapes_padding_and_eos():
+  examples = [Example(('a', 'b', 'c'), ('X',)),
+              Example(('b',), ('Y', 'X', 'Y', 'Y')),
+              Example(('c', 'c'), ('X', 'X'))]
+  vocab = Vocabulary.from_examples(examples)
+  split = ip.encode_split(examples, vocab)
+  assert len(split) == 3
+  assert split.src.shape == (3, 3) and split.tgt.shape == (3, 5)
+  assert split.src.dtype == np.int32 and split.tgt.dtype == np.int32
+  np.testing.assert_array_equal(split.src_len, [3, 1, 2])
+  np.testing.assert_array_equal(split.tgt_len, [2, 5, 3])   # `<eos>` included
+  a, b, c, x, y = (vocab.id_of(t) for t in 'abcXY')
+  eos = vocab.eos_id
+  np.testing.assert_array_equal(split.src, [[a, b, c], [b, 0, 0], [c, c, 0]])
+  np.testing.assert_array_equal(split.tgt, [[x, eos, 0, 0, 0],
+                                            [y, x, y, y, eos],
+                                            [x, x, eos, 0, 0]])
+  assert split.gold is None and split.n_unk == 0
+
+
+def test_encode_split_counts_unknown_tokens():
+  vocab = Vocabulary.from_tokens(['a', 'X'])
+  examples = [Example(('a', 'q', 'q'), ('X', 'Z')), Example(('a',), ('X',))]
+  split = ip.encode_split(examples, vocab)
+  assert split.n_unk == 3
+  np.testing.assert_array_equal(split.src[0], [vocab.id_of('a'), vocab.unk_id, vocab.unk_id])
+  np.testing.assert_array_equal(split.tgt[0], [vocab.id_of('X'), vocab.unk_id, vocab.eos_id])
+
+
+def test_encode_split_gold_padded_with_minus_one():
+  examples = [Example(('a', 'b', '.'), ('X',), (0, 2)),
+              Example(('a', '.'), ('X', 'X', 'X'), (1, 0, 1, 1))]
+  split = ip.encode_split(examples, Vocabulary.from_examples(examples))
+  np.testing.assert_array_equal(split.gold, [[0, 2, -1, -1], [1, 0, 1, 1]])
+  assert split.gold.shape == split.tgt.shape
+  # Gold only when every example has it.
+  mixed = examples + [Example(('a',), ('X',))]
+  assert ip.encode_split(mixed, Vocabulary.from_examples(mixed)).gold is None
+
+
+def test_encode_split_large(data):
+  examples, vocab, split, _ = data
+  assert split.src.shape == (N_EXAMPLES, max(len(e.source) for e in examples))
+  assert split.tgt.shape == (N_EXAMPLES, max(len(e.target) for e in examples) + 1)
+  for i, e in enumerate(examples):
+    n, t = len(e.source), len(e.target)
+    assert split.src_len[i] == n and split.tgt_len[i] == t + 1
+    assert list(split.src[i, :n]) == vocab.encode(e.source)
+    assert list(split.tgt[i, :t]) == vocab.encode(e.target)
+    assert split.tgt[i, t] == vocab.eos_id
+    assert not split.src[i, n:].any() and not split.tgt[i, t + 1:].any()
+
+
+# ---------------------------------------------------------------------------
+# Training batches.
+# ---------------------------------------------------------------------------
+def epoch_batches(split, seeds: Sequence[int], epoch: int = 0, schedule_seed: int = 0,
+                  sos_id: int = 1, bucketed: bool = True) -> List[ip.Batch]:
+  return list(ip.train_batches(split, BATCH, list(seeds), epoch, schedule_seed, sos_id,
+                               bucketed))
+
+
+def test_training_batch_shapes_follow_buckets(data):
+  _, vocab, split, _ = data
+  counts = bucket_counts(split)
+  assert len(counts) >= 4 and all(c % BATCH for c in counts.values())
+  batches = epoch_batches(split, [0])
+  assert len(batches) == sum(math.ceil(c / BATCH) for c in counts.values())
+  assert ip.num_train_steps(split, BATCH) == len(batches)
+  src_width = next(b for b in ip.BUCKETS if b >= split.src_len.max())
+  widths = []
+  for batch in batches:
+    width = batch.tgt_out.shape[-1]
+    widths.append(width)
+    assert batch.src.shape == (1, BATCH, src_width)
+    assert batch.src_len.shape == (1, BATCH)
+    assert batch.tgt_in.shape == batch.tgt_out.shape == (1, BATCH, width)
+    real = real_rows(batch.tgt_out[0], vocab.eos_id)
+    lengths = (batch.tgt_out[0] != 0).sum(-1)[real]
+    # Every real row belongs to the batch's bucket: longer than the bucket below.
+    assert width in counts and np.all(lengths <= width)
+    below = max([0] + [b for b in ip.BUCKETS if b < width])
+    assert np.all(lengths > below)
+  assert sorted(widths) == sorted(w for w, c in counts.items()
+                                  for _ in range(math.ceil(c / BATCH)))
+
+
+def test_training_batches_hold_every_example_once(data):
+  _, vocab, split, index_of = data
+  for seed, epoch in [(0, 0), (4, 3)]:
+    seen = []
+    for batch in epoch_batches(split, [seed], epoch):
+      real = real_rows(batch.tgt_out[0], vocab.eos_id)
+      idx = example_indices(batch.src[0], real, index_of)
+      seen += idx
+      width = batch.tgt_out.shape[-1]
+      for row, i in zip(np.flatnonzero(real), idx):
+        n, t = split.src_len[i], split.tgt_len[i]
+        assert batch.src_len[0, row] == n
+        np.testing.assert_array_equal(batch.src[0, row, :n], split.src[i, :n])
+        assert not batch.src[0, row, n:].any()
+        np.testing.assert_array_equal(batch.tgt_out[0, row, :t], split.tgt[i, :t])
+        assert not batch.tgt_out[0, row, t:].any()
+        assert t <= width
+    assert sorted(seen) == list(range(N_EXAMPLES))
+
+
+def test_teacher_forcing_input_is_the_shifted_target(data):
+  _, vocab, split, _ = data
+  for batch in epoch_batches(split, [0, 1], sos_id=vocab.sos_id):
+    assert np.all(batch.tgt_in[..., 0] == vocab.sos_id)
+    np.testing.assert_array_equal(batch.tgt_in[..., 1:], batch.tgt_out[..., :-1])
+
+
+def test_filler_rows_carry_no_loss(data):
+  _, vocab, split, index_of = data
+  rng = np.random.default_rng(0)
+  n_filler = 0
+  for batch in epoch_batches(split, [0]):
+    tgt_out = batch.tgt_out[0]
+    filler = ~real_rows(tgt_out, vocab.eos_id)
+    if not filler.any():
+      continue
+    n_filler += filler.sum()
+    # A filler row's target is all <pad>: nothing to predict.
+    assert not tgt_out[filler].any()
+    # token_loss counts exactly the real rows' tokens (<eos> included), none of the fillers'.
+    logits = jnp.asarray(rng.standard_normal(tgt_out.shape + (len(vocab),)), jnp.float32)
+    loss, count = token_loss(logits, jnp.asarray(tgt_out), vocab.pad_id)
+    expected = sum(split.tgt_len[i] for i in example_indices(batch.src[0], ~filler, index_of))
+    assert int(count) == expected and float(loss) > 0
+    only_fillers = np.where(filler[:, None], tgt_out, vocab.pad_id)
+    loss_f, count_f = token_loss(logits, jnp.asarray(only_fillers), vocab.pad_id)
+    assert float(loss_f) == 0.0 and int(count_f) == 0
+  # One incomplete batch per bucket, completed with fillers.
+  assert n_filler == sum((-c) % BATCH for c in bucket_counts(split).values())
+  assert n_filler > 0
+
+
+def test_single_seed_equals_its_slice_of_a_multi_seed_epoch(data):
+  _, vocab, split, _ = data
+  seeds = [3, 5, 8]
+  for epoch in (0, 2):
+    multi = epoch_batches(split, seeds, epoch, schedule_seed=11)
+    for k, seed in enumerate(seeds):
+      single = epoch_batches(split, [seed], epoch, schedule_seed=11)
+      assert len(single) == len(multi)
+      for a, b in zip(single, multi):
+        for field_a, field_b in zip(a, b):
+          np.testing.assert_array_equal(field_a[0], field_b[k])
+  # The seeds really draw different batches.
+  multi = epoch_batches(split, seeds, 0, schedule_seed=11)
+  assert any(not np.array_equal(b.src[0], b.src[1]) for b in multi)
+
+
+def test_schedule_depends_on_schedule_seed_and_examples_on_seed(data):
+  _, _, split, _ = data
+  def widths(batches):
+    return [b.tgt_out.shape[-1] for b in batches]
+
+  a = epoch_batches(split, [1], 0, schedule_seed=0)
+  b = epoch_batches(split, [2], 0, schedule_seed=0)
+  c = epoch_batches(split, [1], 0, schedule_seed=1)
+  # Same schedule seed: the same bucket order, whatever the seed.
+  assert widths(a) == widths(b)
+  # Another schedule seed: another bucket order, but each bucket's batches,
+  # in order, are the same (they depend on (seed, epoch) only).
+  assert widths(a) != widths(c)
+  pa, pc = per_bucket(a), per_bucket(c)
+  assert pa.keys() == pc.keys()
+  for width in pa:
+    for x, y in zip(pa[width], pc[width]):
+      np.testing.assert_array_equal(x, y)
+
+
+def test_epochs_differ_and_repeat(data):
+  _, _, split, _ = data
+  e0 = epoch_batches(split, [0], 0)
+  e1 = epoch_batches(split, [0], 1)
+  assert [b.tgt_out.shape for b in e0] != [b.tgt_out.shape for b in e1]
+  # Within every bucket the examples come in another order, too.
+  p0, p1 = per_bucket(e0), per_bucket(e1)
+  for width in p0:
+    assert not np.array_equal(np.concatenate(p0[width]), np.concatenate(p1[width])), width
+  # Deterministic: the same arguments give the same epoch.
+  again = epoch_batches(split, [0], 1)
+  for x, y in zip(e1, again):
+    for fx, fy in zip(x, y):
+      np.testing.assert_array_equal(fx, fy)
+
+
+def test_unbucketed_batches_are_random_and_padded_to_the_split_maximum(data):
+  _, vocab, split, index_of = data
+  batches = epoch_batches(split, [0], 2, bucketed=False)
+  assert len(batches) == math.ceil(N_EXAMPLES / BATCH) == ip.num_train_steps(
+      split, BATCH, bucketed=False)
+  width = next(b for b in ip.BUCKETS if b >= split.tgt_len.max())
+  seen, mixed = [], 0
+  for batch in batches:
+    assert batch.tgt_out.shape == (1, BATCH, width)
+    real = real_rows(batch.tgt_out[0], vocab.eos_id)
+    idx = example_indices(batch.src[0], real, index_of)
+    seen += idx
+    mixed += len({ip.bucket_length(int(split.tgt_len[i])) for i in idx}) > 1
+  assert sorted(seen) == list(range(N_EXAMPLES))
+  # Random, not length-grouped: most batches mix buckets.
+  assert mixed > len(batches) // 2
+  # Only the one incomplete batch has fillers.
+  n_filler = sum((~real_rows(b.tgt_out[0], vocab.eos_id)).sum() for b in batches)
+  assert n_filler == (-N_EXAMPLES) % BATCH
+
+
+# ---------------------------------------------------------------------------
+# Evaluation batches.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('batch_size', [16, 50, 157, 200])
+def test_eval_batches_cover_every_example_once_in_order(data, batch_size):
+  _, vocab, split, index_of = data
+  batches = ip.eval_batches(split, batch_size, vocab.sos_id)
+  assert len(batches) == math.ceil(N_EXAMPLES / batch_size)
+  order = np.concatenate([idx for idx, _, _ in batches])
+  assert sorted(order.tolist()) == list(range(N_EXAMPLES))
+  # Sorted by target length, then source length.
+  keys = list(zip(split.tgt_len[order], split.src_len[order]))
+  assert keys == sorted(keys)
+  for idx, batch, steps in batches:
+    n = len(idx)
+    src_width = next(b for b in ip.BUCKETS if b >= split.src_len[idx].max())
+    assert steps == next(b for b in ip.BUCKETS if b >= split.tgt_len[idx].max())
+    assert batch.src.shape == (batch_size, src_width)
+    assert batch.src_len.shape == (batch_size,)
+    assert batch.tgt_in.shape == batch.tgt_out.shape == (batch_size, steps)
+    # Row r holds example idx[r].
+    assert example_indices(batch.src, np.arange(batch_size) < n, index_of) == idx.tolist()
+    np.testing.assert_array_equal(batch.src_len[:n], split.src_len[idx])
+    for r, i in enumerate(idx):
+      t = split.tgt_len[i]
+      np.testing.assert_array_equal(batch.tgt_out[r, :t], split.tgt[i, :t])
+      assert not batch.tgt_out[r, t:].any()
+    # Filler rows up to the full batch size, with nothing to predict.
+    assert not batch.tgt_out[n:].any()
+    assert np.all(batch.tgt_in[:, 0] == vocab.sos_id)
