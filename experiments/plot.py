@@ -28,16 +28,15 @@ from absl import logging
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline
 from monoloc_jax import tasks
-from monoloc_jax import train
+from monoloc_jax import inference
 from monoloc_jax import viz
-from monoloc_jax.tasks import synthetic
 
 _WORKDIR = flags.DEFINE_multi_string(
     'workdir', None, 'A finished run. Repeat the flag to put several runs on the accuracy '
     'curve; the figures go into the first one.', required=True)
 _EXAMPLE = flags.DEFINE_string(
     'example', None, 'Whitespace-separated input for the heatmap (default: the first example '
-    'of test_100 for digit tasks, else of the first test split).')
+    "of the longest split the paper reports for the task, e.g. test_100).")
 _FORMAT = flags.DEFINE_enum('format', 'png', ['png', 'svg'], 'Image format.')
 _SEED_INDEX = flags.DEFINE_integer('seed_index', 0, 'Which seed of the run decodes the heatmap.',
                                    lower_bound=0)
@@ -45,10 +44,8 @@ _SEED_INDEX = flags.DEFINE_integer('seed_index', 0, 'Which seed of the run decod
 
 def default_example(task: str, results: dict, config: dict):
   """(source tokens, target tokens) of the default heatmap input."""
-  if task in synthetic.TASKS:
-    split = 'test_100'
-  else:
-    split = next(iter(results.get('test') or {}), None) or tasks.test_splits(task)[0]
+  del results
+  split = tasks.paper_length_splits(task)[-1]      # the longest length the paper reports
   examples = tasks.load(task, split, seed=config.get('data_seed', 0),
                         data_dir=config.get('data_dir') or None)
   if not examples:
@@ -64,17 +61,17 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=0):
   for other in workdirs[1:]:
     viz.load_results(other)  # a clear error before any work
   config = results.get('config', {})
-  task, model = results.get('task'), results.get('variant', results.get('model'))
+  task, variant = results.get('task'), results.get('variant', results.get('model'))
   written = []
 
   if example:
-    decoded, = train.decode_with_attention(str(first), [example], seed_index=seed_index)
+    decoded, = inference.decode_with_attention(str(first), [example], seed_index=seed_index)
   else:
     source, target = default_example(task, results, config)
     steps = input_pipeline.bucket_length(len(target) + 11)
-    decoded, = train.decode_with_attention(str(first), [' '.join(source)],
-                                           seed_index=seed_index, max_steps=steps)
-  fig = viz.plot_attention(decoded, model=model)
+    decoded, = inference.decode_with_attention(str(first), [' '.join(source)],
+                                               seed_index=seed_index, max_steps=steps)
+  fig = viz.plot_attention(decoded, variant=variant)
   written.append(viz.save(fig, first / f'attention.{fmt}'))
 
   try:

@@ -30,13 +30,18 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+# Train with the package of this checkout (not whichever copy is installed), so
+# that the commit recorded in each unit's JSON is the code that ran.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
 import grid as grids_lib  # experiments/grid.py
 
-from monoloc_jax import errors
-from monoloc_jax import xla_cache
+from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import xla_cache  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / 'shared'
+
 
 @dataclasses.dataclass(frozen=True)
 class DataDirs:

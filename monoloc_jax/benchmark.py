@@ -21,11 +21,13 @@ from typing import Dict
 from absl import app
 from absl import flags
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from monoloc_jax import attention
+from monoloc_jax import configs
+from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
+from monoloc_jax import models
 from monoloc_jax import tasks
 from monoloc_jax import train
 from monoloc_jax import variants
@@ -84,25 +86,24 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   config.task, config.variant, config.batch_size = task, model_name, batch_size
   config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
   config.test_splits, config.data_dir = decode_split, data_dir
-  train.validate_config(config)
-  data = train.load_data(config)
+  configs.validate(config)
+  data = ip.load_data(config)
   split = data.tests[decode_split]
   if decode_size and decode_size < len(split):
     split = ip.EncodedSplit(split.src[:decode_size], split.src_len[:decode_size],
                             split.tgt[:decode_size], split.tgt_len[:decode_size], None, 0)
-  model = train.make_model(config, data.vocab)
+  model = models.from_config(config, data.vocab)
   tx = train.make_optimizer(config)
-  programs = train.make_programs(model, tx)
-  spec = variants.get(model_name)
+  programs = train.make_train_programs(model, tx)
+  eval_programs = inference.make_eval_programs(model)
+  spec = model.variant
   out: Dict[str, float] = {'task': task, 'variant': model_name, 'batch_size': batch_size,
                            'backend': jax.default_backend(),
                            'device': str(jax.devices()[0])}
 
   def init_state(n):
     probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in range(n)])
-    params, opt_state = programs.init(keys, probe.src[0], probe.src_len[0], probe.tgt_in[0])
-    return train.TrainState(params, opt_state, jnp.zeros((n,), jnp.int32), keys)
+    return train.create_train_state(programs, list(range(n)), probe)
 
   def epoch_batches(n):
     return list(ip.train_batches(data.train, batch_size, list(range(n)), 0, 0,
@@ -113,24 +114,22 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   def warm(state, batches):
     """Runs one batch of each distinct shape (compiles them); returns the state."""
     nonlocal compile_s
-    n = batches[0].src.shape[0]
-    acc = (jnp.zeros((n,)), jnp.zeros((n,)), jnp.full((n,), -1, jnp.int32))
+    stats = train.EpochStats.zeros(batches[0].src.shape[0])
     seen = set()
     for b in batches:
       shape = (b.src.shape, b.tgt_in.shape)
       if shape not in seen:
         seen.add(shape)
-        (state, acc), dt = _timed(lambda: programs.train_step(state, b, acc))
+        (state, stats), dt = _timed(lambda: programs.train_step(state, b, stats))
         compile_s += dt
     return state, len(seen)
 
   def run_epoch(state, batches):
-    n = batches[0].src.shape[0]
-    acc = (jnp.zeros((n,)), jnp.zeros((n,)), jnp.full((n,), -1, jnp.int32))
+    stats = train.EpochStats.zeros(batches[0].src.shape[0])
     t0 = time.perf_counter()
     for b in batches:
-      state, acc = programs.train_step(state, b, acc)
-    jax.block_until_ready(acc)
+      state, stats = programs.train_step(state, b, stats)
+    jax.block_until_ready(stats)
     return state, time.perf_counter() - t0
 
   n_train = len(data.train)
@@ -157,11 +156,11 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   for _, b, steps in eval_b:
     if (b.src.shape, steps) not in seen:
       seen.add((b.src.shape, steps))
-      _, dt = _timed(lambda: programs.greedy(params, b.src, b.src_len, steps))
+      _, dt = _timed(lambda: eval_programs.greedy(params, b.src, b.src_len, steps))
       compile_s += dt
   t0 = time.perf_counter()
   for _, b, steps in eval_b:
-    tok, _ = programs.greedy(params, b.src, b.src_len, steps)
+    tok, _ = eval_programs.greedy(params, b.src, b.src_len, steps)
   jax.block_until_ready(tok)
   dt = time.perf_counter() - t0
   out['decode_split'] = decode_split

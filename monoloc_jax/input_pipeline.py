@@ -12,10 +12,14 @@ seed s therefore sees exactly the batches seed s sees in a vmapped run.
 
 import dataclasses
 import math
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from absl import logging
+
+from monoloc_jax import errors
+from monoloc_jax import tasks
 from monoloc_jax.tasks.types import Example
 from monoloc_jax.vocab import Vocabulary
 
@@ -166,3 +170,61 @@ def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int
     steps = bucket_length(int(split.tgt_len[idx].max()))
     out.append((idx, _make_batch(split, padded, src_width, steps, sos_id), steps))
   return out
+
+
+# ---------------------------------------------------------------------------
+# A task's splits, encoded for a run.
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class TaskData:
+  """A task's splits for one run: the vocabulary (from train) and encoded splits."""
+  vocab: Vocabulary
+  train: EncodedSplit
+  dev: EncodedSplit
+  tests: Dict[str, EncodedSplit]
+
+
+def resolve_test_splits(config, task=None) -> Tuple[str, ...]:
+  """'paper' -> the paper's length splits, 'all' -> every test split, else a comma list."""
+  task = config.task if task is None else task
+  spec = config.test_splits
+  if spec == 'paper':
+    return tuple(tasks.paper_length_splits(task))
+  if spec == 'all':
+    return tuple(tasks.test_splits(task))
+  names = tuple(s.strip() for s in spec.split(',') if s.strip())
+  valid = tasks.test_splits(task)
+  for name in names:
+    if name not in valid:
+      raise errors.MonolocError(
+          f"unknown test split {name!r} for task {getattr(task, 'name', task)!r}; valid: "
+          f"{', '.join(valid)} (or 'paper', 'all')")
+  return names
+
+
+def _subsample(examples, n: int):
+  return list(examples) if not n or n >= len(examples) else list(examples)[:n]
+
+
+def load_data(config, vocab: Optional[Vocabulary] = None, with_train: bool = True,
+              task=None) -> TaskData:
+  """Loads and encodes the task's splits. The vocabulary comes from train.
+
+  task: a task to use instead of the registry's `config.task` (see `tasks`).
+  """
+  task = config.task if task is None else task
+  test_names = resolve_test_splits(config, task)
+  names = (('train',) if with_train else ()) + ('dev',) + test_names
+  loaded = tasks.load_splits(task, names, seed=config.data_seed,
+                             data_dir=config.data_dir or None)       # each file read once
+  train_ex = _subsample(loaded['train'], config.train_size) if with_train else []
+  if vocab is None:
+    vocab = Vocabulary.from_examples(train_ex)
+  dev = encode_split(_subsample(loaded['dev'], config.eval_size), vocab)
+  tests = {s: encode_split(_subsample(loaded[s], config.eval_size), vocab) for s in test_names}
+  for name, split in [('dev', dev), *tests.items()]:
+    if split.n_unk:
+      logging.warning('%s: %d tokens not in the training vocabulary were mapped to <unk>',
+                      name, split.n_unk)
+  train = encode_split(train_ex, vocab) if with_train else None
+  return TaskData(vocab, train, dev, tests)

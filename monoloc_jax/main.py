@@ -46,16 +46,17 @@ def _run(argv) -> None:
   if not _WORKDIR.value:
     raise errors.MonolocError('--workdir is required')
   xla_cache.enable_compilation_cache()
+  from monoloc_jax import inference  # pylint: disable=g-import-not-at-top
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
-    results = train.evaluate(_WORKDIR.value)
+    results = inference.evaluate(_WORKDIR.value)
     import ml_collections  # pylint: disable=g-import-not-at-top
-    print(train.format_table(results['test'], ml_collections.ConfigDict(results['config'])))
+    print(inference.format_table(results['test'], ml_collections.ConfigDict(results['config'])))
     return
   if _MODE.value == 'predict':
     if not _INPUTS.value:
       raise errors.MonolocError('--mode=predict needs at least one --inputs="tokens ..."')
-    for text, (output, positions) in zip(_INPUTS.value, train.predict(_WORKDIR.value,
+    for text, (output, positions) in zip(_INPUTS.value, inference.predict(_WORKDIR.value,
                                                                        _INPUTS.value)):
       print(f'input : {text}')
       print(f"output: {' '.join(output)}")
@@ -71,7 +72,7 @@ def _run(argv) -> None:
       if flag.value is not None:
         config[field] = flag.value
   results = train.train_and_evaluate(config, _WORKDIR.value)
-  print(train.format_table(results['test'], config))
+  print(inference.format_table(results['test'], config))
   print(f"wall time {results['wall_time_s']:.1f}s; results in "
         f"{pathlib.Path(_WORKDIR.value) / 'results.json'}")
 

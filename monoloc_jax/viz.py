@@ -7,9 +7,9 @@ figure with `save(fig, 'x.png')` (or `.svg`), or show it in a notebook with
 mapping, arrays, a results dict, metrics rows) or, where it makes sense, a run
 directory, so they work on synthetic data as well as on finished runs:
 
-    from monoloc_jax import train, viz
-    d, = train.decode_with_attention('runs/x', ['3 1 4 1 5 9'])
-    viz.save(viz.plot_attention(d, model='onestep'), 'runs/x/attention.png')
+    from monoloc_jax import inference, viz
+    d, = inference.decode_with_attention('runs/x', ['3 1 4 1 5 9'])
+    viz.save(viz.plot_attention(d, variant='onestep'), 'runs/x/attention.png')
     viz.save(viz.plot_accuracy_vs_length({'OneStep': 'runs/x', 'Relative': 'runs/y'}),
              'acc.svg')
     viz.save(viz.plot_training_curves('runs/x'), 'runs/x/training_curves.png')
@@ -23,7 +23,8 @@ last position (so START, END and `<eos>` are always labelled). Thinned labels
 read `index:token` (0-based; encoder position 0 is START), full ones just
 `token`. See `tick_positions`.
 
-Lengths on the accuracy curve: a digit task's `test_N` split is drawn at input
+Lengths on the accuracy curve come from the task (`tasks.get(task).split_lengths`
+and `.train_lengths`): a digit task's `test_N` split is drawn at input
 length N and `test_iid` (lengths 5-10, as train) at 7.5, in the shaded training
 band 5-10. A Lookup task's `test_longK` split (compositions of 4 + K tables)
 has 6 + K source tokens (input bits, 4 + K table names, '.'), so the paper's
@@ -36,7 +37,6 @@ has 6 tokens and the training band is 3-6 tokens. SCAN and CFQ have a single
 import json
 import math
 import pathlib
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from matplotlib import ticker
@@ -56,9 +56,6 @@ LENGTH_LABEL = 'input length'
 BAND_GID = 'training-band'
 
 # Input lengths of the training data, per task family (see the module docstring).
-DIGIT_TRAIN_RANGE = (5, 10)
-LOOKUP_TRAIN_RANGE = (3, 6)
-_LOOKUP_TASKS = ('lookup', 'reverse_lookup')
 
 
 # ---------------------------------------------------------------------------
@@ -105,10 +102,10 @@ def save(fig: Figure, path: PathLike, dpi: int = 100) -> pathlib.Path:
   return path
 
 
-def display_name(model: Optional[str]) -> str:
-  """The paper's name of a model slug (the slug itself when unknown)."""
+def display_name(variant: Optional[str]) -> str:
+  """The paper's name of a variant slug (the slug itself when unknown)."""
   from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
-  return variants.VARIANTS[model].display_name if model in variants.VARIANTS else (model or '')
+  return variants.VARIANTS[variant].display_name if variant in variants.VARIANTS else (variant or '')
 
 
 # ---------------------------------------------------------------------------
@@ -160,7 +157,7 @@ def _as_decoded(decoded) -> Tuple[np.ndarray, List[str], List[str], Dict[str, An
   return attention, xlabels, ylabels, aux
 
 
-def plot_attention(decoded, title: Optional[str] = None, model: Optional[str] = None,
+def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] = None,
                    max_tick_labels: int = MAX_TICK_LABELS, cmap: str = 'viridis') -> Figure:
   """Heatmap of one decode's attention, with its per-step values underneath.
 
@@ -180,11 +177,11 @@ def plot_attention(decoded, title: Optional[str] = None, model: Optional[str] = 
   panel shows the model's own μ.
 
   Args:
-    decoded: a `train.Decoded`, a mapping with 'attention' [R, C] and optional
+    decoded: an `inference.Decoded`, a mapping with 'attention' [R, C] and optional
       'source' (C - 2 tokens), 'output' (R - 1 tokens), 'aux' (as Decoded.aux),
       or a bare 2-D array (then tick labels are indices).
-    title: the figure title; default: the model's name and the input length.
-    model: the run's model slug; names the figure and says whether α_dir is
+    title: the figure title; default: the variant's name and the input length.
+    variant: the run's variant slug; names the figure and says whether α_dir is
       meaningful. Without it, α_dir is shown whenever aux carries it.
     max_tick_labels: the tick rule's threshold (see `tick_positions`).
     cmap: the heatmap's colour map.
@@ -195,9 +192,9 @@ def plot_attention(decoded, title: Optional[str] = None, model: Optional[str] = 
   panels = [(key, label, np.asarray(aux[key], np.float64)) for key, label in AUX_PANELS
             if key in aux and np.ndim(aux[key]) == 1 and len(aux[key])]
   show_direction = 'direction' in aux
-  if model is not None:
+  if variant is not None:
     from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
-    show_direction &= variants.get(model).direction_mixing
+    show_direction &= variants.get(variant).direction_mixing
 
   width = min(16.0, max(5.0, 0.13 * cols + 2.5))
   heat_h = min(13.0, max(3.5, 0.13 * rows + 1.5))
@@ -229,7 +226,7 @@ def plot_attention(decoded, title: Optional[str] = None, model: Optional[str] = 
     ax.legend(loc='upper right', fontsize=7, framealpha=0.7)
 
   if title is None:
-    name = display_name(model) if model else 'attention'
+    name = display_name(variant) if variant else 'attention'
     title = f'{name}: input length {cols - 2}' if xlabels[0] == 'START' else name
   if show_direction:
     reading = 'backward' if direction < 0.5 else 'forward'
@@ -266,7 +263,7 @@ def location_weights(mu: float, sigma: float, length: int) -> np.ndarray:
   """λ' (Eq. 5-9) over `length` encoder positions for one μ and σ, via the jitted kernels."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from monoloc_jax import attention as A  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import attention  # pylint: disable=g-import-not-at-top
 
   if length < 1:
     raise errors.MonolocError(f'length must be >= 1, got {length}')
@@ -275,8 +272,8 @@ def location_weights(mu: float, sigma: float, length: int) -> np.ndarray:
 
   @jax.jit
   def kernel(mu, sigma):
-    positions = A.normalized_positions(jnp.array([length]), length)
-    return A.gaussian_location_attention(mu[None], sigma[None], positions, positions <= 1.0)[0]
+    positions = attention.normalized_positions(jnp.array([length]), length)
+    return attention.gaussian_location_attention(mu[None], sigma[None], positions, positions <= 1.0)[0]
 
   return np.asarray(kernel(jnp.float32(mu), jnp.float32(sigma)))
 
@@ -317,26 +314,24 @@ def plot_location_distribution(mu: Union[float, Sequence[float]],
 # ---------------------------------------------------------------------------
 # Accuracy versus input length.
 # ---------------------------------------------------------------------------
-def training_range(task: str) -> Tuple[float, float]:
-  """The input lengths of the task's training data (the shaded band)."""
-  from monoloc_jax.tasks import synthetic  # pylint: disable=g-import-not-at-top
-  if task in synthetic.TASKS:
-    return DIGIT_TRAIN_RANGE
-  if task in _LOOKUP_TASKS:
-    return LOOKUP_TRAIN_RANGE
-  raise errors.MonolocError(f'task {task!r} has no length splits (only one test split), so '
-                            'there is no accuracy-versus-length curve to draw')
+def training_range(task) -> Tuple[float, float]:
+  """The input lengths of the task's training data (the shaded band); the task's own fact."""
+  from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  spec = tasks.get(task)
+  if spec.train_lengths is None:
+    raise errors.MonolocError(f'task {spec.name!r} has no length splits (only one test '
+                              'split), so there is no accuracy-versus-length curve to draw')
+  return spec.train_lengths
 
 
-def split_length(task: str, split: str) -> float:
-  """The input length at which `split` of `task` is drawn (see the module docstring)."""
-  lo, hi = training_range(task)
-  if split == 'test_iid':
-    return (lo + hi) / 2 if task not in _LOOKUP_TASKS else float(hi)
-  m = re.fullmatch(r'test_long(\d+)' if task in _LOOKUP_TASKS else r'test_(\d+)', split)
-  if not m:
-    raise errors.MonolocError(f'split {split!r} of task {task!r} has no input length')
-  return float(hi + int(m.group(1))) if task in _LOOKUP_TASKS else float(m.group(1))
+def split_length(task, split: str) -> float:
+  """The input length at which `split` of `task` is drawn (the task's `split_lengths`)."""
+  from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  spec = tasks.get(task)
+  training_range(spec)
+  if split not in spec.split_lengths:
+    raise errors.MonolocError(f'split {split!r} of task {spec.name!r} has no input length')
+  return float(spec.split_lengths[split])
 
 
 def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:

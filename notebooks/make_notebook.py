@@ -141,7 +141,7 @@ renormalised over the valid ones (Eq. 5–9). OneStepAttn moves μ by one positi
 KERNEL = """\
 import jax.numpy as jnp
 import numpy as np
-from monoloc_jax import attention as A
+from monoloc_jax import attention
 from monoloc_jax import viz
 
 length, mu, sigma = 12, 0.4, 0.08   # s positions; mu, sigma in normalised units
@@ -149,8 +149,8 @@ length, mu, sigma = 12, 0.4, 0.08   # s positions; mu, sigma in normalised units
 
 @jax.jit
 def location_attention(mu, sigma):
-  positions = A.normalized_positions(jnp.array([length]), length)     # [1, s]
-  return A.gaussian_location_attention(mu[None], sigma[None], positions, positions <= 1.0)[0]
+  positions = attention.normalized_positions(jnp.array([length]), length)     # [1, s]
+  return attention.gaussian_location_attention(mu[None], sigma[None], positions, positions <= 1.0)[0]
 
 
 weights = location_attention(jnp.float32(mu), jnp.float32(sigma))
@@ -172,6 +172,7 @@ TRAIN = """\
 import tempfile
 import time
 
+from monoloc_jax import inference
 from monoloc_jax import train
 from monoloc_jax.configs import default
 from monoloc_jax import variants
@@ -212,7 +213,7 @@ band is the training range; the length axis is logarithmic.
 
 RESULTS = """\
 for model in MODELS:
-  print(train.format_table(results[model]['test'], make_config(model)), end='\\n\\n')
+  print(inference.format_table(results[model]['test'], make_config(model)), end='\\n\\n')
 
 splits = list(results[MODELS[0]]['test'])
 print(f"{'length':>8}" + ''.join(f'{variants.get(m).display_name:>14}' for m in MODELS))
@@ -241,13 +242,13 @@ from monoloc_jax import tasks
 source, target = tasks.load('reverse_copy', 'test_100')[0]
 print('input (100 digits):', ' '.join(source))
 for model in MODELS:
-  decoded, = train.decode_with_attention(
+  decoded, = inference.decode_with_attention(
       str(workdirs[model]), [' '.join(source)],
       max_steps=input_pipeline.bucket_length(len(target) + 11))
   correct = sum(a == b for a, b in zip(decoded.output, target))
   print(f'{variants.get(model).display_name}: {len(decoded.output)} tokens out, {correct} of the first '
         f'{len(target)} correct, exact match: {decoded.output == tuple(target)}')
-  display(viz.plot_attention(decoded, model=model))
+  display(viz.plot_attention(decoded, variant=model))
 """
 
 OUTRO = """\

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from monoloc_jax import attention as A
+from monoloc_jax import attention
 from monoloc_jax import variants
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -250,14 +250,14 @@ def ref_attention_step(spec, params, encoded, values, lengths, h, pa_prev, t):
     if spec.scores is not None:
       q = hb @ p['query']
       keys = f64(encoded[b]) @ p['key']
-      if spec.scores is A.CONTENT:
+      if spec.scores is attention.CONTENT:
         c = ref_content_scores(q, keys)
-      elif spec.scores is A.RELATIVE:
+      elif spec.scores is attention.RELATIVE:
         pe = [ref_sinusoid(i - t, d) for i in range(n_pos)]
         c = ref_relative_row(q, keys, pe, p['rel_kernel'], p['content_bias'],
                              p['position_bias'])
       else:  # rope: q rotated by its step, k_i by i
-        assert spec.scores is A.ROPE
+        assert spec.scores is attention.ROPE
         qr = ref_rotary_vector(q, t)
         c = np.array([dot(qr, ref_rotary_vector(keys[i], i)) / math.sqrt(d)
                       for i in range(n_pos)])
@@ -296,37 +296,37 @@ SEEDS = [0, 1, 2]
 def test_softstair(seed):
   rng = np.random.default_rng(seed)
   x = uniform(rng, 5, 7, low=-3.0, high=3.0)
-  assert_close(A.softstair(x), ref_softstair(x))
-  assert_close(A.softstair(x, temperature=3.0), ref_softstair(x, tau=3.0))
+  assert_close(attention.softstair(x), ref_softstair(x))
+  assert_close(attention.softstair(x, temperature=3.0), ref_softstair(x, tau=3.0))
   # Near-integer valued away from the half-integers.
   ints = np.array([-2.0, -1.0, 0.0, 1.0, 2.0], np.float32) + 0.1
-  assert np.all(np.abs(np.asarray(A.softstair(ints)) - np.floor(ints)) < 1e-3)
+  assert np.all(np.abs(np.asarray(attention.softstair(ints)) - np.floor(ints)) < 1e-3)
 
 
 @pytest.mark.parametrize('seed', SEEDS)
 def test_leaky_clamp(seed):
   rng = np.random.default_rng(seed)
   x = uniform(rng, 4, 9, low=-3.0, high=4.0)
-  assert_close(A.leaky_clamp(x), ref_leaky_clamp(x))
-  assert_close(A.leaky_clamp(x, lower=-0.5, upper=2.0, slope=0.1),
+  assert_close(attention.leaky_clamp(x), ref_leaky_clamp(x))
+  assert_close(attention.leaky_clamp(x, lower=-0.5, upper=2.0, slope=0.1),
                ref_leaky_clamp(x, lower=-0.5, upper=2.0, m=0.1))
   inside = uniform(rng, 10, low=0.0, high=1.0)
-  assert_close(A.leaky_clamp(inside), inside)            # identity on [0, 1]
+  assert_close(attention.leaky_clamp(inside), inside)            # identity on [0, 1]
 
 
 @pytest.mark.parametrize('lengths,max_len', [
     ([1, 2, 3, 7], 7), ([5, 1, 9], 12), ([2], 2), ([4, 4, 6, 1, 3], 8)])
 def test_stepsize_and_normalized_positions(lengths, max_len):
   lengths = np.array(lengths, np.int32)
-  assert_close(A.stepsize(lengths), [ref_stepsize(s) for s in lengths])
-  pos = np.asarray(A.normalized_positions(lengths, max_len))
+  assert_close(attention.stepsize(lengths), [ref_stepsize(s) for s in lengths])
+  pos = np.asarray(attention.normalized_positions(lengths, max_len))
   assert pos.shape == (len(lengths), max_len)
   assert_close(pos, ref_positions(lengths, max_len))
   for b, s in enumerate(lengths):                  # 0 ... 1 over the valid span
     assert pos[b, 0] == 0.0
     if s > 1:
       assert_close(pos[b, s - 1], 1.0)
-  assert float(A.stepsize(np.int32(1))) == 1.0
+  assert float(attention.stepsize(np.int32(1))) == 1.0
 
 
 @pytest.mark.parametrize('seed', SEEDS)
@@ -335,9 +335,9 @@ def test_location_sigma(seed):
   raw = normal(rng, 6)
   lengths = rng.integers(1, 12, 6).astype(np.int32)
   expected = [ref_sigma(r, s) for r, s in zip(raw, lengths)]
-  assert_close(A.location_sigma(raw, lengths), expected)
+  assert_close(attention.location_sigma(raw, lengths), expected)
   expected = [ref_sigma(r, s, min_sigma=0.1) for r, s in zip(raw, lengths)]
-  assert_close(A.location_sigma(raw, lengths, min_sigma=0.1), expected)
+  assert_close(attention.location_sigma(raw, lengths, min_sigma=0.1), expected)
 
 
 def ragged_location_inputs(rng, lengths, max_len):
@@ -355,7 +355,7 @@ def ragged_location_inputs(rng, lengths, max_len):
 def test_gaussian_location_attention(seed, lengths, max_len):
   rng = np.random.default_rng(seed)
   mu, sigma, positions, mask = ragged_location_inputs(rng, lengths, max_len)
-  got = np.asarray(A.gaussian_location_attention(mu, sigma, positions, mask))
+  got = np.asarray(attention.gaussian_location_attention(mu, sigma, positions, mask))
   expected = np.stack([ref_gaussian(m, s, p, k)
                        for m, s, p, k in zip(mu, sigma, positions, mask)])
   assert_close(got, expected)
@@ -364,7 +364,7 @@ def test_gaussian_location_attention(seed, lengths, max_len):
   # An arbitrary (non-prefix) mask.
   holes = rng.random(positions.shape) < 0.6
   holes[:, 0] = True
-  got = np.asarray(A.gaussian_location_attention(mu, sigma, positions, holes))
+  got = np.asarray(attention.gaussian_location_attention(mu, sigma, positions, holes))
   expected = np.stack([ref_gaussian(m, s, p, k)
                        for m, s, p, k in zip(mu, sigma, positions, holes)])
   assert_close(got, expected)
@@ -373,7 +373,7 @@ def test_gaussian_location_attention(seed, lengths, max_len):
 
 def test_gaussian_underflow_is_all_zero_not_nan():
   positions = np.linspace(0, 1, 5, dtype=np.float32)[None]
-  got = np.asarray(A.gaussian_location_attention(
+  got = np.asarray(attention.gaussian_location_attention(
       np.array([60.0], np.float32), np.array([0.01], np.float32), positions,
       np.ones((1, 5), bool)))
   assert np.all(np.isfinite(got)) and np.all(got == 0.0)
@@ -385,7 +385,7 @@ def test_attended_position(seed):
   w = uniform(rng, 4, 6)
   pos = uniform(rng, 4, 6)
   expected = [sum(float(a) * float(p) for a, p in zip(wr, pr)) for wr, pr in zip(w, pos)]
-  assert_close(A.attended_position(w, pos), expected)
+  assert_close(attention.attended_position(w, pos), expected)
 
 
 @pytest.mark.parametrize('seed', SEEDS)
@@ -396,7 +396,7 @@ def test_masked_softmax(seed):
   mask[:, 2] = True
   mask[0] = False
   mask[0, 5] = True                              # a single valid position
-  got = np.asarray(A.masked_softmax(scores, mask))
+  got = np.asarray(attention.masked_softmax(scores, mask))
   assert_close(got, np.stack([ref_masked_softmax(s, m) for s, m in zip(scores, mask)]))
   assert np.all(got[~mask] == 0.0)
   assert got[0, 5] == 1.0
@@ -407,19 +407,19 @@ def test_content_scores(seed, dim):
   rng = np.random.default_rng(seed)
   q, k = normal(rng, 3, dim), normal(rng, 3, 5, dim)
   expected = np.stack([ref_content_scores(q[b], k[b]) for b in range(3)])
-  assert_close(A.content_scores(q, k), expected)
+  assert_close(attention.content_scores(q, k), expected)
 
 
 @pytest.mark.parametrize('dim', [8, 16, 128])
 def test_sinusoidal_embedding(dim):
   positions = np.array([-12, -3, -1, 0, 1, 2, 7, 20], np.int32)
-  got = np.asarray(A.sinusoidal_embedding(positions, dim))
+  got = np.asarray(attention.sinusoidal_embedding(positions, dim))
   assert got.shape == (len(positions), dim)
   assert_close(got, np.stack([ref_sinusoid(p, dim) for p in positions]))
   # Layout [sin ..., cos ...]: position 0 gives zeros then ones.
   assert_close(got[3], np.r_[np.zeros(dim // 2), np.ones(dim // 2)])
   grid = np.array([[0, -1], [5, 3]], np.int32)            # any leading shape
-  assert np.asarray(A.sinusoidal_embedding(grid, dim)).shape == (2, 2, dim)
+  assert np.asarray(attention.sinusoidal_embedding(grid, dim)).shape == (2, 2, dim)
 
 
 @pytest.mark.parametrize('seed,dim,step,shared', [
@@ -432,7 +432,7 @@ def test_relative_scores(seed, dim, step, shared):
   b1, b2 = normal(rng, dim), normal(rng, dim)
   pe = np.stack([ref_sinusoid(i - step, dim) for i in range(n_pos)]).astype(np.float32)
   rel = pe if shared else np.broadcast_to(pe, (batch, n_pos, dim))
-  got = A.relative_scores(q, k, rel, w_r, b1, b2)
+  got = attention.relative_scores(q, k, rel, w_r, b1, b2)
   expected = np.stack([ref_relative_row(q[b], k[b], pe, w_r, b1, b2)
                        for b in range(batch)])
   assert_close(got, expected)
@@ -443,23 +443,23 @@ def test_rotary_embedding(seed, dim):
   rng = np.random.default_rng(seed)
   x = normal(rng, 2, 5, dim)
   positions = np.arange(5)[None, :] * 3 - 4                # includes negatives
-  got = np.asarray(A.rotary_embedding(x, positions))
+  got = np.asarray(attention.rotary_embedding(x, positions))
   expected = np.zeros(x.shape)
   for b in range(2):
     for i in range(5):
       expected[b, i] = ref_rotary_vector(x[b, i], positions[0, i])
   assert_close(got, expected)
-  assert_close(A.rotary_embedding(x[0, 0], 7), ref_rotary_vector(x[0, 0], 7))
-  assert_close(A.rotary_embedding(x, positions, base=100.0)[1, 2],
+  assert_close(attention.rotary_embedding(x[0, 0], 7), ref_rotary_vector(x[0, 0], 7))
+  assert_close(attention.rotary_embedding(x, positions, base=100.0)[1, 2],
                ref_rotary_vector(x[1, 2], positions[0, 2], base=100.0))
   # Norm preserving; scores depend only on the offset m - n.
   assert_close(np.linalg.norm(got, axis=-1), np.linalg.norm(f64(x), axis=-1))
   q, k = x[0, 0], x[1, 1]
-  scores = [float(jnp.dot(A.rotary_embedding(q, m), A.rotary_embedding(k, n)))
+  scores = [float(jnp.dot(attention.rotary_embedding(q, m), attention.rotary_embedding(k, n)))
             for m, n in [(2, 0), (5, 3), (11, 9), (0, -2)]]
   assert_close(scores, np.full(4, scores[0]))
-  assert abs(scores[0] - float(jnp.dot(A.rotary_embedding(q, 3),
-                                       A.rotary_embedding(k, 0)))) > 1e-4
+  assert abs(scores[0] - float(jnp.dot(attention.rotary_embedding(q, 3),
+                                       attention.rotary_embedding(k, 0)))) > 1e-4
 
 
 @pytest.mark.parametrize('seed,lengths,n_pos', [
@@ -468,11 +468,11 @@ def test_reverse_valid(seed, lengths, n_pos):
   rng = np.random.default_rng(seed)
   lengths = np.array(lengths, np.int32)
   for x in (normal(rng, len(lengths), n_pos), normal(rng, len(lengths), n_pos, 3)):
-    got = np.asarray(A.reverse_valid(x, lengths))
+    got = np.asarray(attention.reverse_valid(x, lengths))
     assert_close(got, ref_reverse_valid(x, lengths))
     for b, n in enumerate(lengths):
       np.testing.assert_array_equal(got[b, n:], x[b, n:])   # padding stays
-    np.testing.assert_array_equal(A.reverse_valid(got, lengths), x)
+    np.testing.assert_array_equal(attention.reverse_valid(got, lengths), x)
 
 
 @pytest.mark.parametrize('seed', SEEDS)
@@ -481,13 +481,13 @@ def test_direction_gate_and_mixing(seed):
   lengths = np.array([6, 2, 4], np.int32)
   e = normal(rng, 3, 6, 5)
   logit = normal(rng, 3)
-  alpha = np.asarray(A.direction_gate(logit))
+  alpha = np.asarray(attention.direction_gate(logit))
   assert_close(alpha, [sig(5.0 * float(v)) for v in logit])            # Eq. 17
-  assert_close(A.direction_gate(logit, scale=2.0), [sig(2.0 * float(v)) for v in logit])
-  assert_close(A.direction_mixing(e, lengths, alpha),
+  assert_close(attention.direction_gate(logit, scale=2.0), [sig(2.0 * float(v)) for v in logit])
+  assert_close(attention.direction_mixing(e, lengths, alpha),
                ref_direction_mixing(e, lengths, alpha))                # Eq. 18
-  assert_close(A.direction_mixing(e, lengths, np.ones(3, np.float32)), e)
-  assert_close(A.direction_mixing(e, lengths, np.zeros(3, np.float32)),
+  assert_close(attention.direction_mixing(e, lengths, np.ones(3, np.float32)), e)
+  assert_close(attention.direction_mixing(e, lengths, np.zeros(3, np.float32)),
                ref_reverse_valid(e, lengths))
 
 
@@ -499,18 +499,18 @@ def test_content_mixing(seed):
   for b in range(4):
     for i in range(6):
       expected[b, i] = float(m[b]) * float(loc[b, i]) + (1 - float(m[b])) * float(cont[b, i])
-  assert_close(A.content_mixing(loc, cont, m), expected)
+  assert_close(attention.content_mixing(loc, cont, m), expected)
 
 
 # ===========================================================================
 # Step activations, location rules and the mu table.
 # ===========================================================================
 STEP_FUNCTIONS = {
-    'sigmoid': lambda rho, g: A.sigmoid_step(rho),
-    'softstair': lambda rho, g: A.softstair_step(rho),
-    'relu': lambda rho, g: A.relu_step(rho),
-    'free': lambda rho, g: A.free_step(rho),
-    'mono': A.mono_step,
+    'sigmoid': lambda rho, g: attention.sigmoid_step(rho),
+    'softstair': lambda rho, g: attention.softstair_step(rho),
+    'relu': lambda rho, g: attention.relu_step(rho),
+    'free': lambda rho, g: attention.free_step(rho),
+    'mono': attention.mono_step,
 }
 
 
@@ -526,17 +526,17 @@ def test_step_activations(name, gate_logit):
 
 def test_named_step_functions():
   rho = np.linspace(-2.0, 2.0, 9).astype(np.float32)
-  assert_close(A.sigmoid_step(rho), [sig(5 * float(r)) for r in rho])
-  assert_close(A.softstair_step(rho), ref_softstair(rho))
-  assert_close(A.relu_step(rho), [relu(float(r)) for r in rho])
-  assert_close(A.free_step(rho), rho)
-  assert_close(A.mono_step(rho, np.float32(0.0)),
+  assert_close(attention.sigmoid_step(rho), [sig(5 * float(r)) for r in rho])
+  assert_close(attention.softstair_step(rho), ref_softstair(rho))
+  assert_close(attention.relu_step(rho), [relu(float(r)) for r in rho])
+  assert_close(attention.free_step(rho), rho)
+  assert_close(attention.mono_step(rho, np.float32(0.0)),
                [0.5 * sig(5 * float(r)) + 0.5 * relu(float(r)) for r in rho])
 
 
 def test_location_rules_registry():
-  assert set(A.LOCATION_RULES) == set(NUM_RHO)
-  for name, rule in A.LOCATION_RULES.items():
+  assert set(attention.LOCATION_RULES) == set(NUM_RHO)
+  for name, rule in attention.LOCATION_RULES.items():
     assert rule.num_rho == NUM_RHO[name], name
     assert rule.clamp == (name in CLAMPED), name
     assert rule.name == name
@@ -549,12 +549,12 @@ def test_location_rules_registry():
 def test_location_mu_matches_table(name, first, seed):
   rng = np.random.default_rng(seed)
   batch = 64
-  rule = A.LOCATION_RULES[name]
+  rule = attention.LOCATION_RULES[name]
   rho = normal(rng, batch, rule.num_rho, scale=2.0)
   pa = uniform(rng, batch)
   ss = np.float32(1.0) / rng.integers(1, 10, batch).astype(np.float32)
   gate = np.float32(rng.normal()) if rule.params else None
-  mu, step = A.location_mu(rule, rho, pa, ss, np.bool_(first),
+  mu, step = attention.location_mu(rule, rho, pa, ss, np.bool_(first),
                            {'gate_logit': gate} if rule.params else None)
   expected = [ref_mu(name, rho[b], pa[b], ss[b], first, gate) for b in range(batch)]
   assert_close(mu, [e[0] for e in expected])
@@ -568,12 +568,12 @@ def test_location_mu_matches_table(name, first, seed):
 
 
 def test_location_mu_clamp_regions():
-  rule = A.LOCATION_RULES['locattn']
+  rule = attention.LOCATION_RULES['locattn']
   # rho chosen so that the raw mu lands below 0, inside, and above 1.
   rho = np.array([[-3.0, -9.0, -9.0], [0.0, -9.0, 0.0], [6.0, 9.0, 9.0]], np.float32)
   pa = np.array([0.5, 0.5, 1.0], np.float32)
   ss = np.array([0.2, 0.2, 0.2], np.float32)
-  mu, _ = A.location_mu(rule, rho, pa, ss, np.bool_(False))
+  mu, _ = attention.location_mu(rule, rho, pa, ss, np.bool_(False))
   expected = [ref_mu('locattn', r, p, s, False) for r, p, s in zip(rho, pa, ss)]
   assert_close(mu, [e[0] for e in expected])
   mu = np.asarray(mu)
@@ -585,7 +585,7 @@ def test_location_mu_clamp_regions():
 # ===========================================================================
 def random_step_params(rng, spec, dim):
   """Random raw arrays of every `spec.param_defs()` entry (names and shapes as declared)."""
-  dims = A.Dims(model=dim, qk=dim, encoded=dim)
+  dims = attention.Dims(model=dim, qk=dim, encoded=dim)
   scale = {'content_bias': 0.3, 'position_bias': 0.3, 'loc_bias': 0.1}
   params = {}
   for p in spec.param_defs():
@@ -616,10 +616,10 @@ def make_step_inputs(seed, name, t, dim=16):
 
 
 def run_step(spec, params, encoded, values, lengths, h, pa_prev, t, out_next=None):
-  folded = A.fold_params(spec, params, out_next)
-  memory = A.make_memory(spec, folded, encoded, values, lengths)
-  carry = A.AttentionCarry(pa_prev, jnp.asarray(t, jnp.int32))
-  return A.attention_step(spec, folded, memory, h, carry)
+  folded = attention.fold_params(spec, params, out_next)
+  memory = attention.make_memory(spec, folded, encoded, values, lengths)
+  carry = attention.AttentionCarry(pa_prev, jnp.asarray(t, jnp.int32))
+  return attention.attention_step(spec, folded, memory, h, carry)
 
 
 STEP_VARIANTS = ['content', 'relative', 'bi_rope', 'onestep', 'mix_onestep',
@@ -660,8 +660,8 @@ def test_fold_params(name, t):
   spec, params, encoded, values, lengths, h, pa_prev = inputs
   out_next = normal(np.random.default_rng(t), 16, 5)
   e_out, e_weights, e_pa, e_aux = ref_attention_step(*inputs, t)
-  folded = A.fold_params(spec, params, out_next)
-  assert (folded.query is None) == (spec.scores is A.CONTENT or spec.scores is None)
+  folded = attention.fold_params(spec, params, out_next)
+  assert (folded.query is None) == (spec.scores is attention.CONTENT or spec.scores is None)
   if spec.location is not None:
     assert folded.readout_kernel.shape == (16, 1 + spec.location.num_rho)
   out, weights, carry, aux = run_step(*inputs, t, out_next=out_next)
@@ -708,45 +708,45 @@ def _step_case(name, t):
 
 
 TRANSFORM_CASES = {
-    'softstair': (A.softstair, lambda r: (uniform(r, 4, 5, low=-2, high=2),)),
-    'leaky_clamp': (A.leaky_clamp, lambda r: (uniform(r, 7, low=-2, high=3),)),
-    'leaky_clamp_custom': (lambda x: A.leaky_clamp(x, -1.0, 2.0, 0.05),
+    'softstair': (attention.softstair, lambda r: (uniform(r, 4, 5, low=-2, high=2),)),
+    'leaky_clamp': (attention.leaky_clamp, lambda r: (uniform(r, 7, low=-2, high=3),)),
+    'leaky_clamp_custom': (lambda x: attention.leaky_clamp(x, -1.0, 2.0, 0.05),
                            lambda r: (uniform(r, 7, low=-3, high=4),)),
-    'stepsize': (A.stepsize, lambda r: (_lengths(r),)),
-    'normalized_positions': (lambda n: A.normalized_positions(n, 6),
+    'stepsize': (attention.stepsize, lambda r: (_lengths(r),)),
+    'normalized_positions': (lambda n: attention.normalized_positions(n, 6),
                              lambda r: (_lengths(r),)),
-    'location_sigma': (A.location_sigma, lambda r: (normal(r, 3), _lengths(r))),
+    'location_sigma': (attention.location_sigma, lambda r: (normal(r, 3), _lengths(r))),
     'gaussian_location_attention': (
-        A.gaussian_location_attention,
+        attention.gaussian_location_attention,
         lambda r: ragged_location_inputs(r, _lengths(r), 6)),
-    'attended_position': (A.attended_position,
+    'attended_position': (attention.attended_position,
                           lambda r: (uniform(r, 3, 6), uniform(r, 3, 6))),
-    'masked_softmax': (A.masked_softmax,
+    'masked_softmax': (attention.masked_softmax,
                        lambda r: (normal(r, 3, 6), np.arange(6) < _lengths(r)[:, None])),
-    'content_scores': (A.content_scores, lambda r: (normal(r, 3, 8), normal(r, 3, 6, 8))),
-    'sinusoidal_embedding': (lambda p: A.sinusoidal_embedding(p, 8),
+    'content_scores': (attention.content_scores, lambda r: (normal(r, 3, 8), normal(r, 3, 6, 8))),
+    'sinusoidal_embedding': (lambda p: attention.sinusoidal_embedding(p, 8),
                              lambda r: (r.integers(-9, 9, 5).astype(np.int32),)),
-    'relative_scores': (A.relative_scores, lambda r: (
+    'relative_scores': (attention.relative_scores, lambda r: (
         normal(r, 3, 8), normal(r, 3, 6, 8), normal(r, 6, 8), normal(r, 8, 8),
         normal(r, 8), normal(r, 8))),
-    'rotary_embedding': (A.rotary_embedding, lambda r: (
+    'rotary_embedding': (attention.rotary_embedding, lambda r: (
         normal(r, 3, 6, 8), r.integers(-5, 9, (1, 6)).astype(np.int32))),
-    'reverse_valid': (A.reverse_valid, lambda r: (normal(r, 3, 6, 2), _lengths(r))),
-    'direction_gate': (A.direction_gate, lambda r: (normal(r, 3),)),
-    'direction_mixing': (A.direction_mixing, lambda r: (
+    'reverse_valid': (attention.reverse_valid, lambda r: (normal(r, 3, 6, 2), _lengths(r))),
+    'direction_gate': (attention.direction_gate, lambda r: (normal(r, 3),)),
+    'direction_mixing': (attention.direction_mixing, lambda r: (
         normal(r, 3, 6, 4), _lengths(r), uniform(r, 3))),
-    'content_mixing': (A.content_mixing, lambda r: (
+    'content_mixing': (attention.content_mixing, lambda r: (
         uniform(r, 3, 6), uniform(r, 3, 6), uniform(r, 3))),
     **{f'step_{k}': ((lambda fn: lambda rho, g: fn(rho, g))(fn),
                      lambda r: (normal(r, 5, scale=2.0), normal(r)))
        for k, fn in STEP_FUNCTIONS.items()},
     **{f'location_mu_{k}': (
-        (lambda rule: lambda rho, pa, ss, first, g: A.location_mu(
+        (lambda rule: lambda rho, pa, ss, first, g: attention.location_mu(
             rule, rho, pa, ss, first, {'gate_logit': g} if rule.params else None))(rule),
         (lambda rule: lambda r: (normal(r, 4, rule.num_rho, scale=2.0), uniform(r, 4),
                                  uniform(r, 4, low=0.1, high=1.0), np.bool_(r.random() < 0.5),
                                  normal(r)))(rule))
-       for k, rule in A.LOCATION_RULES.items()},
+       for k, rule in attention.LOCATION_RULES.items()},
     'attention_step_relative_t2': _step_case('relative', 2),
     'attention_step_bi_rope_t1': _step_case('bi_rope', 1),
     'attention_step_mix_mono_pr_t0': _step_case('mix_mono_pr', 0),
@@ -801,7 +801,7 @@ def test_gaussian_gradient_is_finite_when_mu_leaves_the_input(mu):
   mask = np.arange(length) < 35
 
   def weighted(m, s):
-    lam = A.gaussian_location_attention(m, s, jnp.asarray(positions, jnp.float32),
+    lam = attention.gaussian_location_attention(m, s, jnp.asarray(positions, jnp.float32),
                                         jnp.asarray(mask))
     return jnp.sum(lam * jnp.arange(length))
 

@@ -105,3 +105,49 @@ def test_a_score_branch_defined_outside_the_package_trains():
   cross = params['cross_attention']
   assert {'query', 'key', 'temperature', 'mix_kernel'} <= set(cross)
   assert float(cross['temperature']) != 5.0       # the branch's own parameter learned
+
+
+# ---------------------------------------------------------------------------
+# A new task, defined here: "Swap" exchanges each pair of neighbouring digits.
+# ---------------------------------------------------------------------------
+def swap_pairs(source):
+  """x1 x2 x3 x4 x5 -> x2 x1 x4 x3 x5."""
+  out = list(source)
+  for i in range(0, len(out) - 1, 2):
+    out[i], out[i + 1] = out[i + 1], out[i]
+  return tuple(out)
+
+
+SWAP = tasks.digit_task('swap_pairs', swap_pairs, task_id=101)
+
+
+def test_a_task_defined_outside_the_package_has_data_and_facts(tmp_path, monkeypatch):
+  monkeypatch.setenv('MONOLOC_CACHE_DIR', str(tmp_path / 'cache'))
+  assert tasks.splits(SWAP) == tasks.splits('copy')
+  assert SWAP.train_lengths == (5.0, 10.0) and SWAP.split_lengths['test_30'] == 30.0
+  data = tasks.load_splits(SWAP, ('train', 'test_15'), seed=0)
+  assert len(data['train']) == 10_000 and len(data['test_15']) == 2_000
+  for ex in data['train'][:50] + data['test_15'][:50]:
+    assert ex.target == swap_pairs(ex.source)
+  assert all(len(ex.source) == 15 for ex in data['test_15'])
+  assert not {ex.source for ex in data['train']} & {ex.source for ex in data['test_15']}
+  # Its own random streams: not Copy's inputs, and the same again for the same seed.
+  assert [ex.source for ex in data['train'][:20]] != \
+      [ex.source for ex in tasks.load_examples('copy', 'train')[:20]]
+  assert tasks.load_examples(SWAP, 'test_15', seed=0) == data['test_15']
+  assert (tmp_path / 'cache' / 'swap_pairs').is_dir()
+
+
+def test_new_task_and_new_variant_train_through_train_and_evaluate(tmp_path, monkeypatch):
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv('MONOLOC_CACHE_DIR', str(tmp_path / 'cache'))
+  config = default.get_config()
+  config.update(task='swap_pairs', variant='two_step', train_size=300, eval_size=32,
+                max_epochs=1, test_splits='test_15', progress=False, embed_dim=16,
+                hidden_dim=32, value_dim=32)
+  results = train.train_and_evaluate(config, str(tmp_path / 'run'), task=SWAP,
+                                     variant=TWO_STEP_ATTN)
+  assert results['task'] == 'swap_pairs' and results['variant'] == 'two_step'
+  assert results['epochs'] == 1 and results['test']['test_15']['n'] == 32
+  assert 0.0 <= results['test']['test_15']['accuracy'] <= 100.0

@@ -229,6 +229,40 @@ def test_reading_and_generating_give_the_same_paper_splits(reverse):
   assert again == read['dev'] and other != read['dev']
 
 
+@pytest.mark.parametrize('reverse', _DIRECTIONS)
+def test_load_splits_reads_each_file_once_or_generates_once(reverse,
+                                                            monkeypatch):
+  data_dir = str(_ref_dir(reverse))
+  one_by_one = {s: lookup.load_split(s, reverse=reverse, seed=2,
+                                     data_dir=data_dir)
+                for s in lookup.SPLITS}
+  made_dev = lookup.load_split('dev', reverse=reverse, seed=2, data_dir=None)
+  reads, generations = [], []
+  read_file, generate_files = lookup.read_file, lookup.generate_files
+
+  def counting_read(directory, name, **kwargs):
+    reads.append(name)
+    return read_file(directory, name, **kwargs)
+
+  def counting_generate(**kwargs):
+    generations.append(kwargs['seed'])
+    return generate_files(**kwargs)
+
+  monkeypatch.setattr(lookup, 'read_file', counting_read)
+  monkeypatch.setattr(lookup, 'generate_files', counting_generate)
+  wanted = lookup.SPLITS[::-1]
+  read = lookup.load_splits(wanted, reverse=reverse, seed=2, data_dir=data_dir)
+  assert tuple(read) == wanted
+  assert read == one_by_one
+  assert sorted(reads) == sorted(lookup.FILE_NAMES)
+  made = lookup.load_splits(wanted, reverse=reverse, seed=2, data_dir=None)
+  assert generations == [2]
+  assert tuple(made) == wanted and made['dev'] == made_dev
+  with pytest.raises(MonolocError, match="unknown Lookup split 'test'"):
+    lookup.load_splits(('train', 'test'), reverse=reverse, seed=2,
+                       data_dir=None)
+
+
 def _write(path: pathlib.Path, lines: List[str]) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(''.join(line + '\n' for line in lines))

@@ -2,13 +2,14 @@
 
 import json
 import os
-import sys
-import types
 
 import pytest
 
 from monoloc_jax import tasks
 from monoloc_jax.errors import MonolocError
+from monoloc_jax.tasks import cfq
+from monoloc_jax.tasks import lookup
+from monoloc_jax.tasks import scan
 from monoloc_jax.tasks import synthetic
 from monoloc_jax.tasks.types import Example
 
@@ -21,6 +22,7 @@ DIGIT_SPLITS = ('train', 'dev', 'test_iid', 'test_15', 'test_20', 'test_25',
                 'test_30', 'test_50', 'test_100')
 LOOKUP_SPLITS = ('train', 'dev', 'test_iid', 'test_long1', 'test_long2',
                  'test_long3', 'test_long4', 'test_long5')
+LOOKUP_EXAMPLE = Example(('000', 't1', '.'), ('000', '110'), (0, 1, 2))
 
 
 @pytest.fixture(autouse=True)
@@ -30,40 +32,45 @@ def cache_dir(tmp_path, monkeypatch):
   return path
 
 
-class FakeLookup(types.ModuleType):
-  """Stands in for monoloc_jax.tasks.lookup and records its calls."""
+class Recorder:
+  """A stand-in reader that records its calls and returns one example/split."""
 
-  SPLITS = LOOKUP_SPLITS
-  GENERATOR_VERSION = 7
-
-  def __init__(self):
-    super().__init__('monoloc_jax.tasks.lookup')
+  def __init__(self, example):
+    self.example = example
     self.calls = []
 
-  def load_split(self, split, *, reverse, seed, data_dir):
-    self.calls.append((split, reverse, seed, data_dir))
-    return [Example(('000', 't1', '.'), ('000', '110'), (0, 1, 2))]
-
-
-class FakeFiles(types.ModuleType):
-  """Stands in for the scan / cfq readers."""
-
-  SPLITS = ('train', 'dev', 'test')
-
-  def __init__(self, name):
-    super().__init__(f'monoloc_jax.tasks.{name}')
-    self.calls = []
-
-  def load_split(self, split, *, data_dir):
-    self.calls.append((split, data_dir))
-    return [Example(('jump',), ('JUMP',))]
+  def __call__(self, splits, **kwargs):
+    self.calls.append((tuple(splits), kwargs))
+    return {split: [self.example] for split in splits}
 
 
 @pytest.fixture
 def fake_lookup(monkeypatch):
-  fake = FakeLookup()
-  monkeypatch.setitem(sys.modules, 'monoloc_jax.tasks.lookup', fake)
+  fake = Recorder(LOOKUP_EXAMPLE)
+  monkeypatch.setattr(lookup, 'load_splits', fake)
   return fake
+
+
+class FakeTask:
+  """A task defined outside the package: a TaskSpec with a recording loader.
+
+  Its data is generated (so it is cached); split `s` of seed k holds one
+  example `(s, k) -> (k,)`. `siblings` are made along with each request.
+  """
+
+  def __init__(self, siblings=(), **fields):
+    self.calls = []
+    self.siblings = tuple(siblings)
+    spec = dict(name='fake_task', splits=('train', 'dev', 'test_a', 'test_b'),
+                paper_splits=('test_b',), loader=self.load,
+                data_dir_mode='none', version=3)
+    spec.update(fields)
+    self.spec = tasks.TaskSpec(**spec)
+
+  def load(self, names, seed, data_dir):
+    self.calls.append((names, seed, data_dir))
+    return {name: [Example((name, str(seed)), (str(seed),))]
+            for name in names + self.siblings}
 
 
 # --------------------------------------------------------------- registry ---
@@ -81,16 +88,11 @@ def test_digit_splits(task):
 
 
 @pytest.mark.parametrize('task', ['lookup', 'reverse_lookup'])
-def test_lookup_splits(task, fake_lookup):
-  assert tasks.splits(task) == LOOKUP_SPLITS
+def test_lookup_splits(task):
+  assert tasks.splits(task) == LOOKUP_SPLITS == lookup.SPLITS
   assert tasks.test_splits(task) == LOOKUP_SPLITS[2:]
   assert tasks.paper_length_splits(task) == (
       'test_long1', 'test_long3', 'test_long5')
-
-
-def test_lookup_splits_match_the_real_module():
-  lookup = pytest.importorskip('monoloc_jax.tasks.lookup')
-  assert tasks.splits('lookup') == tuple(lookup.SPLITS) == LOOKUP_SPLITS
 
 
 @pytest.mark.parametrize('task', ['scan_length', 'cfq_length'])
@@ -104,6 +106,115 @@ def test_test_splits_is_not_collected_by_pytest():
   assert tasks.test_splits.__test__ is False
 
 
+def test_get_returns_the_spec_and_passes_a_spec_through():
+  for task in ALL_TASKS:
+    spec = tasks.get(task)
+    assert isinstance(spec, tasks.TaskSpec) and spec.name == task
+    assert tasks.get(spec) is spec
+  assert tasks.get('lookup').data_dir_mode == 'optional'
+  assert tasks.get('copy').data_dir_mode == 'none'
+  assert tasks.get('scan_length').data_dir_mode == 'required'
+  assert tasks.get('cfq_length').version is None
+
+
+def test_every_query_accepts_a_spec():
+  fake = FakeTask()
+  assert tasks.splits(fake.spec) == ('train', 'dev', 'test_a', 'test_b')
+  assert tasks.test_splits(fake.spec) == ('test_a', 'test_b')
+  assert tasks.paper_length_splits(fake.spec) == ('test_b',)
+  assert tasks.load(fake.spec, 'test_a', seed=4) == [(('test_a', '4'), ('4',))]
+  assert tasks.load_examples(fake.spec, 'dev', seed=4) == [
+      Example(('dev', '4'), ('4',))]
+  assert tasks.cache_path(fake.spec, 'dev', 4).parts[-4:] == (
+      'fake_task', 'v3', 'seed4', 'dev.json')
+  assert 'fake_task' not in tasks.TASKS  # Nothing was registered.
+  with pytest.raises(MonolocError, match="unknown task 'fake_task'"):
+    tasks.get('fake_task')
+
+
+# ------------------------------------------------------------ task facts ---
+
+
+def test_digit_lengths_are_the_papers_and_match_the_data():
+  spec = tasks.get('copy')
+  assert spec.length_unit == 'items'
+  # App. A: train on 5-10 items; test at exactly 15, 30 and 100.
+  assert spec.train_lengths == (5, 10)
+  assert [spec.split_lengths[s] for s in spec.paper_splits] == [15, 30, 100]
+  assert tuple(spec.split_lengths) == spec.splits[2:]
+  # Copy's inputs are the items: the facts describe the generated data.
+  data = tasks.load_splits('copy', spec.splits, seed=0)
+  train = [len(ex.source) for ex in data['train']]
+  assert spec.train_lengths == (min(train), max(train))
+  for split, length in spec.split_lengths.items():
+    lengths = [len(ex.source) for ex in data[split]]
+    assert length == (min(lengths) + max(lengths)) / 2, split
+  for task in DIGIT_TASKS:
+    assert tasks.get(task).split_lengths == spec.split_lengths
+    assert tasks.get(task).train_lengths == spec.train_lengths
+
+
+@pytest.mark.parametrize('task', ['lookup', 'reverse_lookup'])
+def test_lookup_lengths_are_source_tokens_of_the_data(task):
+  spec = tasks.get(task)
+  assert spec.length_unit == 'source tokens'
+  # The paper's Lookup lengths 7 / 9 / 11 are its three test splits.
+  assert [spec.split_lengths[s] for s in spec.paper_splits] == [7, 9, 11]
+  data = tasks.load_splits(task, spec.splits, seed=0)
+  train = [len(ex.source) for ex in data['train']]
+  assert spec.train_lengths == (min(train), max(train))
+  assert tuple(spec.split_lengths) == spec.splits[2:]
+  for split, length in spec.split_lengths.items():
+    assert {len(ex.source) for ex in data[split]} == {length}, split
+
+
+@pytest.mark.parametrize('task', ['scan_length', 'cfq_length'])
+def test_file_tasks_have_no_length_axis(task):
+  spec = tasks.get(task)
+  assert spec.train_lengths is None
+  assert not spec.split_lengths
+
+
+# ------------------------------------------------------- spec validation ---
+
+
+@pytest.mark.parametrize('fields,message', [
+    ({'name': 'a/b'}, r"task name .*got 'a/b'"),
+    ({'name': ''}, 'task name'),
+    ({'splits': ('dev', 'train', 'test')}, 'starting with train, dev'),
+    ({'splits': ('train', 'dev', 'test', 'test')}, 'distinct'),
+    ({'paper_splits': ('test_c',)},
+     r"paper_splits of task 'fake_task' names 'test_c'; valid: its "
+     r'evaluation splits test_a, test_b$'),
+    ({'split_lengths': {'dev': 3.0}},
+     r"split_lengths of task 'fake_task' names 'dev'"),
+    ({'data_dir_mode': 'sometimes'},
+     r"unknown data_dir_mode 'sometimes'; valid data_dir_modes: none, "
+     r'optional, required$'),
+    ({'version': None}, 'needs an integer version'),
+    ({'train_lengths': (9, 4)}, r'must be \(shortest, longest\)'),
+    ({'train_lengths': (4,)}, r'must be \(shortest, longest\), got \(4,\)$'),
+    ({'loader': 'not a function'}, 'loader .* must be callable'),
+])
+def test_bad_spec_is_a_one_line_error(fields, message):
+  with pytest.raises(MonolocError, match=message) as info:
+    FakeTask(**fields)
+  assert '\n' not in str(info.value)
+
+
+def test_spec_stores_immutable_tuples_and_mapping():
+  fake = FakeTask(splits=['train', 'dev', 'test_a', 'test_b'],
+                  split_lengths={'test_a': 2}, train_lengths=[1, 2])
+  assert fake.spec.splits == ('train', 'dev', 'test_a', 'test_b')
+  assert fake.spec.train_lengths == (1, 2)
+  with pytest.raises(TypeError):
+    fake.spec.split_lengths['test_b'] = 3
+  required = tasks.TaskSpec(name='files', splits=('train', 'dev'),
+                            paper_splits=(), loader=fake.load,
+                            data_dir_mode='required')
+  assert required.version is None
+
+
 # ----------------------------------------------------------------- errors ---
 
 
@@ -112,6 +223,9 @@ def test_test_splits_is_not_collected_by_pytest():
     lambda: tasks.test_splits('kopy'),
     lambda: tasks.paper_length_splits('kopy'),
     lambda: tasks.load('kopy', 'train'),
+    lambda: tasks.load_splits('kopy', ('train',)),
+    lambda: tasks.cache_path('kopy', 'train'),
+    lambda: tasks.get('kopy'),
 ])
 def test_unknown_task(call):
   with pytest.raises(MonolocError) as info:
@@ -163,6 +277,25 @@ def test_bad_seed(seed):
     tasks.load('copy', 'train', seed=seed)
 
 
+def test_load_splits_checks_every_split_and_refuses_a_string():
+  with pytest.raises(MonolocError,
+                     match=r"^unknown split 'test_9' for task 'copy'"):
+    tasks.load_splits('copy', ('train', 'test_9'))
+  with pytest.raises(MonolocError, match=r"sequence of split names.*\('dev',\)"):
+    tasks.load_splits('copy', 'dev')
+
+
+def test_a_loader_that_drops_a_split_is_an_error():
+  spec = tasks.TaskSpec(name='lossy', splits=('train', 'dev', 'test'),
+                        paper_splits=('test',), version=1,
+                        loader=lambda names, seed, data_dir: {'train': []},
+                        data_dir_mode='none')
+  with pytest.raises(MonolocError,
+                     match=r"^the loader of task 'lossy' returned no dev, "
+                     r'test split$'):
+    tasks.load_splits(spec, ('train', 'dev', 'test'))
+
+
 # ---------------------------------------------------------------- loading ---
 
 
@@ -175,15 +308,19 @@ def test_load_returns_pairs_matching_the_generator():
   assert tasks.load_examples('recopy', 'test_15', seed=2) == expected
 
 
-@pytest.mark.parametrize('task,module', [('scan_length', 'scan'),
-                                         ('cfq_length', 'cfq')])
+@pytest.mark.parametrize('task,module', [('scan_length', scan),
+                                         ('cfq_length', cfq)])
 def test_file_tasks_delegate_to_their_reader(task, module, monkeypatch,
                                              cache_dir, tmp_path):
-  fake = FakeFiles(module)
-  monkeypatch.setitem(sys.modules, f'monoloc_jax.tasks.{module}', fake)
+  fake = Recorder(Example(('jump',), ('JUMP',)))
+  monkeypatch.setattr(module, 'load_splits', fake)
   data_dir = tmp_path / 'data'
   assert tasks.load(task, 'dev', data_dir=data_dir) == [(('jump',), ('JUMP',))]
-  assert fake.calls == [('dev', str(data_dir))]
+  assert fake.calls == [(('dev',), {'data_dir': str(data_dir)})]
+  # Several splits: one call (CFQ streams dataset.json once for all of them).
+  both = tasks.load_splits(task, ('test', 'train', 'test'), data_dir=data_dir)
+  assert list(both) == ['test', 'train']
+  assert fake.calls[1:] == [(('test', 'train'), {'data_dir': str(data_dir)})]
   assert not cache_dir.exists()
 
 
@@ -191,19 +328,66 @@ def test_lookup_with_data_dir_is_read_not_cached(fake_lookup, cache_dir):
   examples = tasks.load_examples('reverse_lookup', 'test_long3', seed=5,
                                  data_dir='/data/lookup/reverse')
   assert examples[0].gold_attention == (0, 1, 2)
-  assert fake_lookup.calls == [('test_long3', True, 5, '/data/lookup/reverse')]
+  assert fake_lookup.calls == [(('test_long3',), dict(
+      reverse=True, seed=5, data_dir='/data/lookup/reverse'))]
   assert not cache_dir.exists()
 
 
-def test_generated_lookup_is_cached(fake_lookup, cache_dir):
-  first = tasks.load_examples('lookup', 'dev', seed=3)
-  path = cache_dir / 'lookup' / 'v7' / 'seed3' / 'dev.json'
-  assert path.is_file()
-  assert tasks.cache_path('lookup', 'dev', 3) == path
+def test_generated_lookup_is_made_once_and_cached(fake_lookup, cache_dir):
+  first = tasks.load_splits('lookup', ('dev', 'test_long5'), seed=3)
+  # One generation for every split; all of them are cached.
+  assert fake_lookup.calls == [(LOOKUP_SPLITS, dict(
+      reverse=False, seed=3, data_dir=None))]
+  folder = cache_dir / 'lookup' / f'v{lookup.GENERATOR_VERSION}' / 'seed3'
+  assert sorted(p.name for p in folder.iterdir()) == sorted(
+      f'{split}.json' for split in LOOKUP_SPLITS)
+  assert tasks.cache_path('lookup', 'dev', 3) == folder / 'dev.json'
   again = tasks.load_examples('lookup', 'dev', seed=3)
-  assert first == again
-  assert again[0].gold_attention == (0, 1, 2)
-  assert fake_lookup.calls == [('dev', False, 3, None)]
+  assert again == first['dev'] == [LOOKUP_EXAMPLE]
+  assert tasks.load_examples('lookup', 'train', seed=3) == [LOOKUP_EXAMPLE]
+  assert len(fake_lookup.calls) == 1
+
+
+def test_load_splits_generates_only_what_is_not_cached(cache_dir):
+  fake = FakeTask()
+  got = tasks.load_splits(fake.spec, ('test_b', 'dev'), seed=1)
+  assert list(got) == ['test_b', 'dev']
+  assert got['test_b'] == [Example(('test_b', '1'), ('1',))]
+  assert fake.calls == [(('test_b', 'dev'), 1, None)]
+  got = tasks.load_splits(fake.spec, ('dev', 'train', 'test_b'), seed=1)
+  assert fake.calls[1:] == [(('train',), 1, None)]
+  assert got['train'] == [Example(('train', '1'), ('1',))]
+  assert got['dev'] == [Example(('dev', '1'), ('1',))]
+  assert tasks.load_splits(fake.spec, ('train', 'dev'), seed=1, cache=False)
+  assert fake.calls[2:] == [(('train', 'dev'), 1, None)]
+  assert sorted(p.name for p in tasks.cache_path(
+      fake.spec, 'dev', 1).parent.iterdir()) == [
+          'dev.json', 'test_b.json', 'train.json']
+
+
+def test_siblings_made_in_the_same_pass_are_cached(cache_dir):
+  fake = FakeTask(siblings=('test_a', 'not_a_split'))
+  tasks.load_examples(fake.spec, 'train', seed=0)
+  folder = tasks.cache_path(fake.spec, 'train', 0).parent
+  assert sorted(p.name for p in folder.iterdir()) == ['test_a.json',
+                                                      'train.json']
+  assert tasks.load_examples(fake.spec, 'test_a', seed=0) == [
+      Example(('test_a', '0'), ('0',))]
+  assert len(fake.calls) == 1
+
+
+def test_data_dir_modes_of_a_spec(tmp_path):
+  optional = FakeTask(data_dir_mode='optional')
+  tasks.load_splits(optional.spec, ('dev',), data_dir=tmp_path)
+  assert optional.calls == [(('dev',), 0, str(tmp_path))]
+  with pytest.raises(MonolocError,
+                     match=r"^task 'fake_task' is generated in code"):
+    tasks.load_splits(FakeTask().spec, ('dev',), data_dir=tmp_path)
+  required = FakeTask(data_dir_mode='required', missing_data_dir='bring data')
+  with pytest.raises(MonolocError, match='^bring data$'):
+    tasks.load_splits(required.spec, ('dev',))
+  with pytest.raises(MonolocError, match='is read from files and is not cached'):
+    tasks.cache_path(required.spec, 'dev')
 
 
 # ------------------------------------------------------------------ cache ---

@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from monoloc_jax import tasks
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.tasks import cfq
 from monoloc_jax.tasks import scan
@@ -52,6 +53,28 @@ def test_scan_reference_sizes_and_lengths(scan_reference):
   # Leading spaces of the test file are not tokens.
   assert scan_reference['test'][0].source[:2] == ('run', 'around')
   assert all(e.gold_attention is None for e in scan_reference['train'])
+
+
+def test_tasks_load_splits_reads_each_scan_file_once(tmp_path, monkeypatch):
+  _write(tmp_path / 'tasks_train_length.txt', 'jump\tI_JUMP\nwalk\tI_WALK\n')
+  _write(tmp_path / 'tasks_validation_length.txt', 'run\tI_RUN\n')
+  _write(tmp_path / 'tasks_test_length.txt', 'look twice\tI_LOOK I_LOOK\n')
+  reads = []
+  real = scan.read_file
+  monkeypatch.setattr(scan, 'read_file',
+                      lambda path: reads.append(path.name) or real(path))
+  got = tasks.load_splits('scan_length', ('test', 'train', 'dev'),
+                          data_dir=tmp_path)
+  assert sorted(reads) == sorted(scan.SPLIT_FILES.values())
+  assert got == {
+      'test': [Example(('look', 'twice'), ('I_LOOK', 'I_LOOK'))],
+      'train': [Example(('jump',), ('I_JUMP',)), Example(('walk',),
+                                                         ('I_WALK',))],
+      'dev': [Example(('run',), ('I_RUN',))],
+  }
+  assert list(got) == ['test', 'train', 'dev']
+  with pytest.raises(MonolocError, match=r"unknown SCAN split 'val'"):
+    scan.load_splits(('train', 'val'), data_dir=str(tmp_path))
 
 
 def test_scan_reads_the_original_in_out_format(tmp_path):
@@ -264,6 +287,21 @@ def test_cfq_splits_match_hand_tokenised_records(tmp_path):
         _EXPECTED[i] for i in _SPLIT_INDICES[key]], split
   everything = cfq.load_splits(cfq.SPLITS, data_dir=root)
   assert [len(everything[s]) for s in cfq.SPLITS] == [3, 1, 2]
+
+
+def test_tasks_load_splits_streams_dataset_json_once(tmp_path, monkeypatch):
+  root = _cfq_release(tmp_path)
+  passes = []
+  real = cfq.iter_records
+  monkeypatch.setattr(cfq, 'iter_records',
+                      lambda path: passes.append(path) or real(path))
+  got = tasks.load_splits('cfq_length', ('test', 'train', 'dev'),
+                          data_dir=root)
+  assert passes == [root / 'dataset.json']
+  assert list(got) == ['test', 'train', 'dev']
+  for split, key in (('train', 'trainIdxs'), ('dev', 'devIdxs'),
+                     ('test', 'testIdxs')):
+    assert got[split] == [_EXPECTED[i] for i in _SPLIT_INDICES[key]], split
 
 
 def test_cfq_release_split_name_is_accepted(tmp_path):

@@ -5,12 +5,14 @@ import pathlib
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from monoloc_jax import checkpointing
 from monoloc_jax import errors
+from monoloc_jax import inference
 from monoloc_jax import train
 from monoloc_jax.configs import default
 
@@ -43,10 +45,10 @@ def test_onestep_learns_copy_and_generalizes_to_length_30(tmp_path):
   assert saved['test']['test_30']['accuracy'] == results['test']['test_30']['accuracy']
   assert saved['wall_time_s'] > 0 and saved['versions']['jax']
   # Evaluate-only mode re-scores the workdir with the same numbers.
-  again = train.evaluate(str(tmp_path))
+  again = inference.evaluate(str(tmp_path))
   assert again['test']['test_30']['accuracy'] == results['test']['test_30']['accuracy']
   # Predict mode: a length-12 input is copied and attention walks one step at a time.
-  (output, positions), = train.predict(str(tmp_path), ['3 1 4 1 5 9 2 6 5 3 5 8'])
+  (output, positions), = inference.predict(str(tmp_path), ['3 1 4 1 5 9 2 6 5 3 5 8'])
   assert ' '.join(output) == '3 1 4 1 5 9 2 6 5 3 5 8'
   assert positions[:12] == list(range(12))
 
@@ -145,9 +147,9 @@ def test_scan_without_data_dir_is_a_clear_error(tmp_path):
 
 def test_evaluate_and_predict_need_a_run_directory(tmp_path):
   with pytest.raises(errors.MonolocError, match='not a monoloc_jax run directory'):
-    train.evaluate(str(tmp_path))
+    inference.evaluate(str(tmp_path))
   with pytest.raises(errors.MonolocError, match='not a monoloc_jax run directory'):
-    train.predict(str(tmp_path), ['1 2 3'])
+    inference.predict(str(tmp_path), ['1 2 3'])
 
 
 def _cli(*args):
@@ -201,3 +203,55 @@ def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
   for _ in range(5):
     tracker.update(np.array([1.0]), off)
   assert not tracker.stopped.any()
+
+
+def _tiny_programs(lr=1e-3):
+  from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
+  config = small_config(train_size=64, learning_rate=lr)
+  data = ip.load_data(config)
+  model = models.from_config(config, data.vocab)
+  programs = train.make_train_programs(model, train.make_optimizer(config))
+  batches = list(ip.train_batches(data.train, 32, [0, 1], 0, 0, data.vocab.sos_id))
+  return programs, batches
+
+
+def test_create_train_state_gives_each_seed_its_own_keys_and_params():
+  programs, batches = _tiny_programs()
+  state = train.create_train_state(programs, [0, 1], batches[0])
+  assert state.num_updates.shape == (2,) and int(state.num_updates.sum()) == 0
+  assert state.key.shape == (2, 2)
+  emb = np.asarray(state.params['embedding'])
+  assert emb.shape[0] == 2 and not np.allclose(emb[0], emb[1])
+  again = train.create_train_state(programs, [1], batches[0])
+  np.testing.assert_array_equal(np.asarray(again.params['embedding'])[0], emb[1])
+  np.testing.assert_array_equal(np.asarray(again.key)[0], np.asarray(state.key)[1])
+
+
+def test_epoch_stats_accumulate_and_per_seed_learning_rates_apply():
+  programs, batches = _tiny_programs()
+  state = train.create_train_state(programs, [0, 0], batches[0])   # two identical seeds
+  before = np.asarray(state.params['out_kernel']).copy()
+  state = state._replace(opt_state=train.set_learning_rate(state.opt_state,
+                                                            np.array([1e-3, 0.0], np.float32)))
+  stats = train.EpochStats.zeros(2)
+  state, stats = programs.train_step(state, batches[0], stats)
+  after = np.asarray(state.params['out_kernel'])
+  assert not np.allclose(after[0], before[0])            # lr 1e-3 moved seed 0
+  np.testing.assert_array_equal(after[1], before[1])     # lr 0 left seed 1 untouched
+  assert np.all(np.asarray(stats.tokens) > 0) and np.all(np.asarray(stats.loss_sum) > 0)
+  np.testing.assert_array_equal(stats.first_bad_update, [-1, -1])
+  np.testing.assert_array_equal(state.num_updates, [1, 1])
+  import optax  # pylint: disable=g-import-not-at-top
+  np.testing.assert_allclose(optax.tree_utils.tree_get(state.opt_state, 'learning_rate'),
+                             [1e-3, 0.0])
+
+
+def test_evaluation_restores_without_an_optimizer(tmp_path, monkeypatch):
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1), workdir)
+  monkeypatch.setattr(train, 'make_optimizer',
+                      lambda config: (_ for _ in ()).throw(AssertionError('optimizer built')))
+  config, vocab, model, params = inference.restore_for_eval(workdir)
+  assert jax.tree_util.tree_leaves(params)[0].shape[0] == config.seeds
+  assert model.variant.name == 'onestep'

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from monoloc_jax import errors
+from monoloc_jax import inference
 from monoloc_jax import train
 from monoloc_jax import viz
 from monoloc_jax.configs import default
@@ -34,7 +35,7 @@ def assert_rendered_png(path: pathlib.Path, min_side: int = 100) -> np.ndarray:
   return image
 
 
-def reverse_copy_decoded(n: int, direction: float = 1.0, mix: bool = False) -> train.Decoded:
+def reverse_copy_decoded(n: int, direction: float = 1.0, mix: bool = False) -> inference.Decoded:
   """A perfect Reverse Copy decode of n digits: output step t reads encoder position n - t
   (a forward-reading model, α_dir = 1, so mixed and input positions coincide)."""
   source = tuple(str(d) for d in np.random.default_rng(n).integers(0, 10, n))
@@ -48,7 +49,7 @@ def reverse_copy_decoded(n: int, direction: float = 1.0, mix: bool = False) -> t
          'step': np.ones(rows), 'direction': direction}
   if mix:
     aux['mix'] = np.linspace(0.1, 0.9, rows)
-  return train.Decoded(source, output, attention, aux)
+  return inference.Decoded(source, output, attention, aux)
 
 
 def axes_by_label(fig):
@@ -74,7 +75,7 @@ def test_tick_rule():
 
 def test_attention_heatmap_short_input_labels_every_token(tmp_path):
   d = reverse_copy_decoded(6)
-  fig = viz.plot_attention(d, model='onestep')
+  fig = viz.plot_attention(d, variant='onestep')
   axes = axes_by_label(fig)
   ax = axes['attention']
   assert len(ax.get_xticks()) == 8 and len(ax.get_yticks()) == 7
@@ -97,7 +98,7 @@ def test_attention_heatmap_short_input_labels_every_token(tmp_path):
 
 def test_attention_heatmap_long_input_thins_labels(tmp_path):
   d = reverse_copy_decoded(100)
-  fig = viz.plot_attention(d, model='onestep')
+  fig = viz.plot_attention(d, variant='onestep')
   ax = axes_by_label(fig)['attention']
   xt, yt = tick_texts(ax, 'x'), tick_texts(ax, 'y')
   assert len(ax.get_xticks()) == len(xt) == 35       # positions 0, 3, ..., 99 and 101
@@ -119,7 +120,7 @@ def test_attention_heatmap_maps_direction_mixed_positions_to_input_tokens():
   forward = reverse_copy_decoded(n)
   mixed_mu = 1.0 - forward.aux['mu']
   d = forward._replace(aux={**forward.aux, 'mu': mixed_mu, 'direction': 0.0})
-  fig = viz.plot_attention(d, model='onestep')
+  fig = viz.plot_attention(d, variant='onestep')
   ax = axes_by_label(fig)['attention']
   np.testing.assert_allclose(ax.images[0].get_array(), forward.attention)
   mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
@@ -132,7 +133,7 @@ def test_attention_heatmap_maps_direction_mixed_positions_to_input_tokens():
 def test_attention_heatmap_without_location_values():
   """Relative has no μ/σ/step and no direction gate: only the heatmap (and its colorbar)."""
   d = reverse_copy_decoded(6, direction=1.0)._replace(aux={'direction': 1.0})
-  fig = viz.plot_attention(d, model='relative', title='Relative')
+  fig = viz.plot_attention(d, variant='relative', title='Relative')
   assert not [a for a in fig.axes if a.get_label().startswith('aux:')]
   ax = axes_by_label(fig)['attention']
   assert ax.get_title() == 'Relative' and not ax.get_lines()
@@ -140,7 +141,7 @@ def test_attention_heatmap_without_location_values():
 
 def test_attention_heatmap_shows_content_mix_and_accepts_plain_data(tmp_path):
   d = reverse_copy_decoded(8, mix=True)
-  fig = viz.plot_attention(d._asdict(), model='mix_onestep')
+  fig = viz.plot_attention(d._asdict(), variant='mix_onestep')
   assert [a.get_label() for a in fig.axes if a.get_label().startswith('aux:')] == [
       'aux:mu', 'aux:sigma', 'aux:step', 'aux:mix']
   bare = viz.plot_attention(np.eye(5, 7))

@@ -1,1 +1,57 @@
-"""ml_collections configs; pass one to the launcher with --config=path/to/file.py."""
+"""ml_collections configs; pass one to the launcher with --config=path/to/file.py.
+
+`validate(config)` checks every field a user can set, in one place.
+"""
+
+import math
+
+
+def validate(config, task=None, variant=None) -> None:
+  """Checks every field a user can set; raises a one-line MonolocError.
+
+  task / variant: objects given to the trainer in place of the registry's
+  `config.task` / `config.variant` (their names are then not looked up).
+  """
+  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import errors
+  from monoloc_jax import input_pipeline
+  from monoloc_jax import models
+  from monoloc_jax import tasks
+  from monoloc_jax import variants
+  # pylint: enable=g-import-not-at-top
+  if task is None and config.task not in tasks.TASKS:
+    raise errors.unknown_name('task', config.task, tasks.TASKS)
+  if variant is None:
+    variants.from_config(config)          # unknown variant or mix_mode
+  checks = [
+      ('seeds', config.seeds >= 1, 'an integer >= 1'),
+      ('seed', config.seed >= 0, 'an integer >= 0'),
+      ('batch_size', config.batch_size >= 1, 'an integer >= 1'),
+      ('eval_batch_size', config.eval_batch_size >= 1, 'an integer >= 1'),
+      ('learning_rate', math.isfinite(config.learning_rate) and config.learning_rate > 0,
+       'a positive number'),
+      ('max_epochs', config.max_epochs >= 1, 'an integer >= 1'),
+      ('dropout', 0.0 <= config.dropout < 1.0, 'in [0, 1)'),
+      ('grad_clip', config.grad_clip > 0, 'a positive number'),
+      ('lr_factor', 0 < config.lr_factor <= 1, 'in (0, 1]'),
+      ('train_size', config.train_size >= 0, 'an integer >= 0 (0 = all)'),
+      ('eval_size', config.eval_size >= 0, 'an integer >= 0 (0 = all)'),
+      ('hidden_dim', config.hidden_dim >= 2 and config.hidden_dim % 2 == 0,
+       'an even integer >= 2'),
+      ('num_layers', config.num_layers >= 1, 'an integer >= 1'),
+      ('perfect_dev_patience', config.perfect_dev_patience >= 0, 'an integer >= 0 (0 = off)'),
+      ('qk_dim', config.qk_dim >= 0, 'an integer >= 0 (0 = hidden_dim)'),
+  ]
+  for name, ok, want in checks:
+    if not ok:
+      raise errors.MonolocError(f'bad value for config.{name}: {getattr(config, name)!r}; '
+                                f'it must be {want}')
+  if config.dev_metric not in ('greedy', 'teacher_forced'):
+    raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
+                              "valid: greedy, teacher_forced")
+  if config.decoder_init not in models.DECODER_INITS:
+    raise errors.unknown_name('decoder_init', config.decoder_init, models.DECODER_INITS)
+  if config.decoder_init == 'backward_states' and config.num_layers != 2:
+    raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
+                              f'(got {config.num_layers})')
+  input_pipeline.resolve_test_splits(config, task)

@@ -1,4 +1,4 @@
-"""The CFQ size of SPEC §1: 2 layers, d_e 128, 256 hidden, 512 value units, dropout 0.4, batch 128."""
+"""The paper's CFQ size (App. E): 2 layers, d_e 128, 256 hidden, 512 value units, dropout 0.4, batch 128."""
 
 from monoloc_jax.configs import default
 

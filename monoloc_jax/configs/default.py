@@ -1,4 +1,4 @@
-"""The paper's protocol (SPEC §4; App. E) for the small digit/lookup/SCAN models."""
+"""The paper's training protocol (App. E) for the small digit, Lookup and SCAN models."""
 
 import ml_collections
 
@@ -17,7 +17,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.eval_size = 0            # use only the first N samples of dev and test splits (0 = all)
   c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100'
 
-  # Model (SPEC §1).
+  # Model (the paper's §3 and App. E: the small size).
   c.embed_dim = 64
   c.hidden_dim = 128
   c.value_dim = 128
@@ -29,7 +29,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
   c.min_sigma = 0.27
 
-  # Optimisation (SPEC §4).
+  # Optimisation (App. E: AdamW, lr plateau, early stopping).
   c.learning_rate = 1e-3
   c.weight_decay = 0.0
   c.grad_clip = 5.0

@@ -4,44 +4,56 @@
     tasks.TASKS                          # task slugs
     tasks.splits('copy')                 # split names
     tasks.load('copy', 'train', seed=0)  # [(source, target), ...]
+    tasks.load_splits('copy', ('train', 'dev'))  # {split: [Example, ...]}
+    tasks.get('copy').split_lengths      # the task's facts: a TaskSpec
 
-Every task is a `TaskSpec` in one registry. Generated data (the digit tasks,
-and Lookup when no `data_dir` is given) is cached on disk as JSON under
-`<cache_dir>/<task>/v<GENERATOR_VERSION>/seed<seed>/<split>.json`, where the
-cache directory is `$MONOLOC_CACHE_DIR` or `~/.cache/monoloc_jax`. A cache file
-that cannot be read is regenerated. Data read from files (`data_dir`) is not
-cached.
+Every task is one `TaskSpec`: its splits, the splits the paper reports, its
+training lengths and each evaluation split's input length, and how to load
+it. Every function here takes a task slug or a `TaskSpec`, so a task defined
+outside the package works like a built-in one; `digit_task` makes the spec of
+a new synthetic digit task from its rule.
 
-The Lookup, SCAN and CFQ readers live in their own modules and are imported
-lazily, so that the digit tasks need nothing beyond numpy.
+Generated data (the digit tasks, and Lookup when no `data_dir` is given) is
+cached on disk as JSON under
+`<cache_dir>/<task>/v<version>/seed<seed>/<split>.json`, where the cache
+directory is `$MONOLOC_CACHE_DIR` or `~/.cache/monoloc_jax`. A cache file that
+cannot be read is regenerated. Data read from files (`data_dir`) is not cached.
 """
 
 import dataclasses
 import functools
-import importlib
 import json
 import logging
 import os
 import pathlib
+import re
 import tempfile
 from types import MappingProxyType
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
+from monoloc_jax.tasks import cfq
+from monoloc_jax.tasks import lookup
+from monoloc_jax.tasks import scan
 from monoloc_jax.tasks import synthetic
 from monoloc_jax.tasks.types import Example
 
 __all__ = [
     'CACHE_DIR_ENV',
+    'DATA_DIR_MODES',
     'Example',
     'TASKS',
+    'TaskLike',
     'TaskSpec',
     'cache_dir',
     'cache_path',
-    'get_spec',
+    'digit_task',
+    'get',
     'load',
     'load_examples',
+    'load_splits',
     'paper_length_splits',
     'splits',
     'test_splits',
@@ -51,78 +63,157 @@ CACHE_DIR_ENV = 'MONOLOC_CACHE_DIR'
 _CACHE_FORMAT = 'monoloc_jax.tasks.cache'
 
 Pair = Tuple[Tuple[str, ...], Tuple[str, ...]]
-# (split, seed, data_dir) -> {split: examples}. The mapping holds the requested
-# split and may hold sibling splits made in the same pass (they get cached too).
-Loader = Callable[[str, int, Optional[str]], Mapping[str, List[Example]]]
+# (splits, seed, data_dir) -> {split: examples}. The mapping holds every
+# requested split and may hold sibling splits made in the same pass (when the
+# data is generated, they are cached too).
+Loader = Callable[[Tuple[str, ...], int, Optional[str]],
+                  Mapping[str, Sequence[Example]]]
 
+# 'none': generated in code, a data_dir is an error; 'optional': generated
+# when data_dir is None, else read from it; 'required': read from data_dir.
+DATA_DIR_MODES = ('none', 'optional', 'required')
 _TRAIN_DEV = ('train', 'dev')
+# A task name keys its cache folder: no path separators, no leading dot.
+_NAME_PATTERN = r'[A-Za-z0-9_][A-Za-z0-9_.-]*'
 _LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-  """How to get one task's data.
+  """Everything the library knows about one task.
 
   Attributes:
-    get_splits: () -> every split name, train and dev first.
-    paper_splits: the length-generalisation splits the paper reports.
+    name: the task's slug; it names the task in messages and keys its cache.
+    splits: every split name, train and dev first, then the evaluation splits.
+    paper_splits: the evaluation splits the paper's tables report.
     loader: see `Loader`.
-    data_dir_mode: 'none' (generated in code; a data_dir is an error), 'optional'
-      (generated when None, else read from the directory) or 'required'.
-    get_version: () -> generator version; keys the cache of generated data.
+    data_dir_mode: one of `DATA_DIR_MODES`.
+    version: generator version of generated data (keys the cache); bump it
+      when the generated data changes. Unused (None) for data that is only
+      read from files (data_dir_mode 'required').
     missing_data_dir: the error message when a required data_dir is missing.
+    train_lengths: (shortest, longest) input length of the training data, in
+      `length_unit`; None for a task without a length axis (SCAN, CFQ).
+    split_lengths: evaluation split -> the input length it stands for, in
+      `length_unit` (the x position of its point on an accuracy-versus-length
+      plot); only splits with a length are listed.
+    length_unit: what a length counts, e.g. 'items' or 'source tokens'.
   """
-  get_splits: Callable[[], Tuple[str, ...]]
+  name: str
+  splits: Tuple[str, ...]
   paper_splits: Tuple[str, ...]
   loader: Loader
   data_dir_mode: str
-  get_version: Optional[Callable[[], int]] = None
+  version: Optional[int] = None
   missing_data_dir: str = ''
+  train_lengths: Optional[Tuple[float, float]] = None
+  split_lengths: Mapping[str, float] = dataclasses.field(
+      default_factory=dict, hash=False)
+  length_unit: str = ''
+
+  def __post_init__(self):
+    name = self.name
+    if not isinstance(name, str) or not re.fullmatch(_NAME_PATTERN, name):
+      raise MonolocError(
+          f'a task name must be letters, digits, _ . - (not starting with . '
+          f'or -), got {name!r}')
+    set_field = functools.partial(object.__setattr__, self)
+    set_field('splits', tuple(self.splits))
+    set_field('paper_splits', tuple(self.paper_splits))
+    if (self.splits[:2] != _TRAIN_DEV or len(set(self.splits)) !=
+        len(self.splits) or not all(isinstance(s, str) for s in self.splits)):
+      raise MonolocError(
+          f'splits of task {name!r} must be distinct names starting with '
+          f'train, dev; got {self.splits!r}')
+    evaluation = self.splits[2:]
+    for field, names in (('paper_splits', self.paper_splits),
+                         ('split_lengths', tuple(self.split_lengths))):
+      stray = [s for s in names if s not in evaluation]
+      if stray:
+        raise MonolocError(
+            f'{field} of task {name!r} names {", ".join(map(repr, stray))}; '
+            f'valid: its evaluation splits {", ".join(evaluation)}')
+    if not callable(self.loader):
+      raise MonolocError(f'loader of task {name!r} must be callable')
+    if self.data_dir_mode not in DATA_DIR_MODES:
+      raise unknown_name('data_dir_mode', self.data_dir_mode, DATA_DIR_MODES)
+    if self.data_dir_mode != 'required' and (
+        isinstance(self.version, bool) or not isinstance(self.version, int)):
+      raise MonolocError(
+          f'task {name!r} generates data, so it needs an integer version (it '
+          f'keys the cache); got {self.version!r}')
+    if self.train_lengths is not None:
+      try:
+        lo, hi = self.train_lengths
+        ordered = lo <= hi
+      except (TypeError, ValueError):
+        ordered = False
+      if not ordered:
+        raise MonolocError(f'train_lengths of task {name!r} must be (shortest, '
+                           f'longest), got {self.train_lengths!r}')
+      set_field('train_lengths', (lo, hi))
+    set_field('split_lengths', MappingProxyType(dict(self.split_lengths)))
 
 
-def _module(name: str) -> Any:
-  return importlib.import_module(f'monoloc_jax.tasks.{name}')
+TaskLike = Union[str, TaskSpec]
 
 
-def _module_attr(name: str, attr: str) -> Any:
-  return getattr(_module(name), attr)
+# --------------------------------------------------------------- loaders ---
 
 
-def _load_digit(task: str, split: str, seed: int,
+def _load_digit(digit: synthetic.DigitTask, names: Tuple[str, ...], seed: int,
                 data_dir: Optional[str]) -> Mapping[str, List[Example]]:
-  del split, data_dir  # All splits are generated together.
-  return synthetic.generate(task, seed)
+  del names, data_dir  # All splits are generated together.
+  return synthetic.generate(digit, seed)
 
 
-def _load_lookup(reverse: bool, split: str, seed: int,
+def _load_lookup(reverse: bool, names: Tuple[str, ...], seed: int,
                  data_dir: Optional[str]) -> Mapping[str, List[Example]]:
-  examples = _module('lookup').load_split(
-      split, reverse=reverse, seed=seed, data_dir=data_dir)
-  return {split: examples}
+  if data_dir is None:
+    names = lookup.SPLITS  # One generation makes every split.
+  return lookup.load_splits(names, reverse=reverse, seed=seed,
+                            data_dir=data_dir)
 
 
-def _load_files(module: str, split: str, seed: int,
-                data_dir: Optional[str]) -> Mapping[str, List[Example]]:
+def _load_scan(names: Tuple[str, ...], seed: int,
+               data_dir: Optional[str]) -> Mapping[str, List[Example]]:
   del seed  # Fixed data.
-  return {split: _module(module).load_split(split, data_dir=data_dir)}
+  return scan.load_splits(names, data_dir=data_dir)
 
 
-def _digit_spec(task: str) -> TaskSpec:
+def _load_cfq(names: Tuple[str, ...], seed: int,
+              data_dir: Optional[str]) -> Mapping[str, List[Example]]:
+  del seed  # Fixed data.
+  return cfq.load_splits(names, data_dir=data_dir)
+
+
+# ------------------------------------------------------------ the tasks ---
+
+
+def _digit_spec(digit: synthetic.DigitTask) -> TaskSpec:
   return TaskSpec(
-      get_splits=lambda: synthetic.SPLITS,
+      name=digit.name,
+      splits=synthetic.SPLITS,
       paper_splits=synthetic.PAPER_SPLITS,
-      loader=functools.partial(_load_digit, task),
+      loader=functools.partial(_load_digit, digit),
       data_dir_mode='none',
-      get_version=lambda: synthetic.GENERATOR_VERSION)
+      version=synthetic.GENERATOR_VERSION,
+      train_lengths=synthetic.TRAIN_LENGTHS,
+      split_lengths=synthetic.SPLIT_LENGTHS,
+      length_unit='items')
 
 
-def _lookup_spec(reverse: bool) -> TaskSpec:
+def _lookup_spec(name: str, reverse: bool) -> TaskSpec:
   return TaskSpec(
-      get_splits=lambda: tuple(_module_attr('lookup', 'SPLITS')),
-      paper_splits=('test_long1', 'test_long3', 'test_long5'),
+      name=name,
+      splits=lookup.SPLITS,
+      paper_splits=lookup.PAPER_SPLITS,
       loader=functools.partial(_load_lookup, reverse),
       data_dir_mode='optional',
-      get_version=lambda: int(_module_attr('lookup', 'GENERATOR_VERSION')))
+      version=lookup.GENERATOR_VERSION,
+      train_lengths=lookup.TRAIN_LENGTHS,
+      split_lengths=lookup.SPLIT_LENGTHS,
+      length_unit='source tokens')
 
 
 _SCAN_MISSING = (
@@ -134,68 +225,110 @@ _CFQ_MISSING = (
     "task 'cfq_length' needs data_dir: the unpacked official CFQ release, "
     'holding dataset.json and splits/length_split.json')
 
-_REGISTRY: Mapping[str, TaskSpec] = MappingProxyType({
-    'copy': _digit_spec('copy'),
-    'reverse_copy': _digit_spec('reverse_copy'),
-    'lookup': _lookup_spec(reverse=False),
-    'reverse_lookup': _lookup_spec(reverse=True),
-    'recopy': _digit_spec('recopy'),
-    'reverse_recopy': _digit_spec('reverse_recopy'),
-    'inv_recopy': _digit_spec('inv_recopy'),
-    'inv_reverse_recopy': _digit_spec('inv_reverse_recopy'),
-    'dedupe': _digit_spec('dedupe'),
-    'posretrieve': _digit_spec('posretrieve'),
-    'scan_length': TaskSpec(
-        get_splits=lambda: ('train', 'dev', 'test'),
+_SPECS: Tuple[TaskSpec, ...] = (
+    _digit_spec(synthetic.DIGIT_TASKS['copy']),
+    _digit_spec(synthetic.DIGIT_TASKS['reverse_copy']),
+    _lookup_spec('lookup', reverse=False),
+    _lookup_spec('reverse_lookup', reverse=True),
+    *(_digit_spec(synthetic.DIGIT_TASKS[name]) for name in (
+        'recopy', 'reverse_recopy', 'inv_recopy', 'inv_reverse_recopy',
+        'dedupe', 'posretrieve')),
+    TaskSpec(
+        name='scan_length',
+        splits=scan.SPLITS,
         paper_splits=('test',),
-        loader=functools.partial(_load_files, 'scan'),
+        loader=_load_scan,
         data_dir_mode='required',
         missing_data_dir=_SCAN_MISSING),
-    'cfq_length': TaskSpec(
-        get_splits=lambda: ('train', 'dev', 'test'),
+    TaskSpec(
+        name='cfq_length',
+        splits=cfq.SPLITS,
         paper_splits=('test',),
-        loader=functools.partial(_load_files, 'cfq'),
+        loader=_load_cfq,
         data_dir_mode='required',
         missing_data_dir=_CFQ_MISSING),
-})
-
+)
+_REGISTRY: Mapping[str, TaskSpec] = MappingProxyType(
+    {spec.name: spec for spec in _SPECS})
 TASKS: Tuple[str, ...] = tuple(_REGISTRY)
+
+
+def digit_task(name: str, rule: synthetic.Rule, task_id: int, *,
+               build_source: synthetic.SourceBuilder = synthetic.items_as_source
+               ) -> TaskSpec:
+  """The spec of a new synthetic digit task, generated like the built-in ones.
+
+  It has the nine digit splits with their sizes and item lengths
+  (`synthetic.SPLIT_SPECS`), distinct inputs within and across splits, and
+  per-split random streams seeded with (seed, task_id, split id). Nothing is
+  registered: pass the returned spec wherever a task slug is accepted.
+
+    swap = tasks.digit_task('swap_pairs', my_rule, task_id=100)
+    tasks.load_splits(swap, ('train', 'dev'), seed=0)
+
+  Args:
+    name: a new slug (not one of `TASKS`); it keys the on-disk cache, so give
+      a changed rule a new name (or load with cache=False).
+    rule: source tokens -> target tokens.
+    task_id: integer >= 0, not one of the built-in digit tasks' ids
+      (`synthetic.TASK_IDS`), so the task draws its own inputs.
+    build_source: how drawn items become an input (see
+      `synthetic.DigitTask`); by default the items are the input.
+
+  Returns:
+    The task's `TaskSpec`.
+  """
+  digit = synthetic.DigitTask(name, task_id, rule, build_source)
+  if name in _REGISTRY:
+    raise MonolocError(f'task name {name!r} is taken by a built-in task; '
+                       f'built-in tasks: {", ".join(TASKS)}')
+  taken = {task_id: task for task, task_id in synthetic.TASK_IDS.items()}
+  if task_id in taken:
+    raise MonolocError(
+        f'task_id {task_id!r} is taken by {taken[task_id]!r}; the built-in '
+        f'digit tasks use {", ".join(map(str, sorted(taken)))}')
+  return _digit_spec(digit)
 
 
 # ------------------------------------------------------------- queries ---
 
 
-def get_spec(task: str) -> TaskSpec:
-  """The registry entry of `task`; MonolocError if there is none."""
+def get(task: TaskLike) -> TaskSpec:
+  """The spec of `task` (a slug of `TASKS`, or a TaskSpec, returned as is).
+
+  Raises:
+    MonolocError: unknown slug.
+  """
+  if isinstance(task, TaskSpec):
+    return task
   spec = _REGISTRY.get(task) if isinstance(task, str) else None
   if spec is None:
     raise unknown_name('task', task, TASKS)
   return spec
 
 
-def splits(task: str) -> Tuple[str, ...]:
+def splits(task: TaskLike) -> Tuple[str, ...]:
   """All split names of `task`: train, dev, then the evaluation splits."""
-  return tuple(get_spec(task).get_splits())
+  return get(task).splits
 
 
-def test_splits(task: str) -> Tuple[str, ...]:
+def test_splits(task: TaskLike) -> Tuple[str, ...]:
   """The evaluation splits of `task` (every split except train and dev)."""
-  return tuple(s for s in splits(task) if s not in _TRAIN_DEV)
+  return get(task).splits[len(_TRAIN_DEV):]
 
 
 test_splits.__test__ = False  # Not a pytest test when imported by name.
 
 
-def paper_length_splits(task: str) -> Tuple[str, ...]:
+def paper_length_splits(task: TaskLike) -> Tuple[str, ...]:
   """The evaluation splits the paper's tables report for `task`."""
-  return get_spec(task).paper_splits
+  return get(task).paper_splits
 
 
-def _check_split(task: str, split: str) -> None:
-  valid = splits(task)
-  if split not in valid:
-    raise MonolocError(f'unknown split {split!r} for task {task!r}; '
-                       f'valid splits: {", ".join(valid)}')
+def _check_split(spec: TaskSpec, split: str) -> None:
+  if split not in spec.splits:
+    raise MonolocError(f'unknown split {split!r} for task {spec.name!r}; '
+                       f'valid splits: {", ".join(spec.splits)}')
 
 
 # --------------------------------------------------------------- cache ---
@@ -209,14 +342,15 @@ def cache_dir() -> pathlib.Path:
   return pathlib.Path.home() / '.cache' / 'monoloc_jax'
 
 
-def cache_path(task: str, split: str, seed: int = 0) -> pathlib.Path:
+def cache_path(task: TaskLike, split: str, seed: int = 0) -> pathlib.Path:
   """Where the generated `split` of `task` for `seed` is cached."""
-  spec = get_spec(task)
-  if spec.get_version is None:
-    raise MonolocError(f'task {task!r} is read from files and is not cached')
-  _check_split(task, split)
+  spec = get(task)
+  if spec.data_dir_mode == 'required':
+    raise MonolocError(
+        f'task {spec.name!r} is read from files and is not cached')
+  _check_split(spec, split)
   seed = synthetic.check_seed(seed)
-  return (cache_dir() / task / f'v{spec.get_version()}' / f'seed{seed}' /
+  return (cache_dir() / spec.name / f'v{spec.version}' / f'seed{seed}' /
           f'{split}.json')
 
 
@@ -286,36 +420,35 @@ def _write_cache(path: pathlib.Path, header: Mapping[str, Any],
       os.remove(tmp_name)
 
 
-def _header(task: str, split: str, seed: int, version: int) -> dict:
-  return {'format': _CACHE_FORMAT, 'task': task, 'split': split,
-          'seed': seed, 'generator_version': version}
-
-
-def _load_generated(task: str, split: str, seed: int,
-                    spec: TaskSpec) -> List[Example]:
-  version = spec.get_version()
-  path = cache_path(task, split, seed)
-  cached = _read_cache(path, _header(task, split, seed, version))
-  if cached is not None:
-    return cached
-  generated = spec.loader(split, seed, None)
-  for name, examples in generated.items():
-    _write_cache(cache_path(task, name, seed),
-                 _header(task, name, seed, version), examples)
-  return list(generated[split])
+def _header(spec: TaskSpec, split: str, seed: int) -> dict:
+  return {'format': _CACHE_FORMAT, 'task': spec.name, 'split': split,
+          'seed': seed, 'generator_version': spec.version}
 
 
 # -------------------------------------------------------------- loading ---
 
 
-def load_examples(task: str, split: str, seed: int = 0,
-                  data_dir: Optional[str] = None, *,
-                  cache: bool = True) -> List[Example]:
-  """Loads one split of one task.
+def _run_loader(spec: TaskSpec, names: Tuple[str, ...], seed: int,
+                data_dir: Optional[str]) -> Mapping[str, Sequence[Example]]:
+  loaded = spec.loader(names, seed, data_dir)
+  missing = [name for name in names if name not in loaded]
+  if missing:
+    raise MonolocError(f'the loader of task {spec.name!r} returned no '
+                       f'{", ".join(missing)} split')
+  return loaded
+
+
+def load_splits(task: TaskLike, split_names: Sequence[str], seed: int = 0,
+                data_dir: Optional[str] = None, *,
+                cache: bool = True) -> Dict[str, List[Example]]:
+  """Loads several splits of one task in one pass.
+
+  Generated data is generated once for all splits (and cached); files are read
+  once each (CFQ's dataset.json is streamed once for all splits).
 
   Args:
-    task: one of `TASKS`.
-    split: one of `splits(task)`.
+    task: one of `TASKS`, or a TaskSpec.
+    split_names: names from `splits(task)`.
     seed: data seed of generated tasks (digit tasks; Lookup without data_dir).
       Ignored for data read from files.
     data_dir: directory of the data files. Required for scan_length and
@@ -324,24 +457,55 @@ def load_examples(task: str, split: str, seed: int = 0,
     cache: read/write the on-disk cache of generated data.
 
   Returns:
-    The examples; targets do not include `<eos>`.
+    {split: examples} in the order of `split_names`; targets do not include
+    `<eos>`.
   """
-  spec = get_spec(task)
-  _check_split(task, split)
+  spec = get(task)
+  if isinstance(split_names, str):
+    raise MonolocError(
+        f'split_names must be a sequence of split names, e.g. '
+        f'({split_names!r},), not the string {split_names!r}')
+  names = tuple(dict.fromkeys(split_names))
+  for split in names:
+    _check_split(spec, split)
   seed = synthetic.check_seed(seed)
   if data_dir is not None:
     if spec.data_dir_mode == 'none':
-      raise MonolocError(f'task {task!r} is generated in code and takes no '
-                         f'data_dir (got {data_dir!r})')
+      raise MonolocError(f'task {spec.name!r} is generated in code and takes '
+                         f'no data_dir (got {data_dir!r})')
     data_dir = os.fspath(data_dir)
   elif spec.data_dir_mode == 'required':
-    raise MonolocError(spec.missing_data_dir)
+    raise MonolocError(spec.missing_data_dir or
+                       f'task {spec.name!r} needs data_dir')
   if data_dir is not None or not cache:
-    return list(spec.loader(split, seed, data_dir)[split])
-  return _load_generated(task, split, seed, spec)
+    loaded = _run_loader(spec, names, seed, data_dir)
+    return {name: list(loaded[name]) for name in names}
+
+  out: Dict[str, List[Example]] = {}
+  for name in names:
+    cached = _read_cache(cache_path(spec, name, seed),
+                         _header(spec, name, seed))
+    if cached is not None:
+      out[name] = cached
+  missing = tuple(name for name in names if name not in out)
+  if missing:
+    generated = _run_loader(spec, missing, seed, None)
+    for name, examples in generated.items():
+      if name in spec.splits:
+        _write_cache(cache_path(spec, name, seed), _header(spec, name, seed),
+                     examples)
+    out.update((name, list(generated[name])) for name in missing)
+  return {name: out[name] for name in names}
 
 
-def load(task: str, split: str, seed: int = 0,
+def load_examples(task: TaskLike, split: str, seed: int = 0,
+                  data_dir: Optional[str] = None, *,
+                  cache: bool = True) -> List[Example]:
+  """Loads one split of one task (see `load_splits` for the arguments)."""
+  return load_splits(task, (split,), seed, data_dir, cache=cache)[split]
+
+
+def load(task: TaskLike, split: str, seed: int = 0,
          data_dir: Optional[str] = None, *, cache: bool = True) -> List[Pair]:
   """Like `load_examples`, as (source, target) token tuples."""
   return [(ex.source, ex.target)

@@ -1,4 +1,5 @@
-"""Long Lookup Tables, forward and reverse (Liska 2018; Dubois et al. 2020).
+"""Long Lookup Tables, forward and reverse (Liska et al. 2018; Dubois et al.
+2020; paper §2 and App. A).
 
 Eight random bijections `t1 … t8` on the 3-bit strings are composed. A forward
 input is `x t_a t_b … .` (tables applied left to right, `.` the end-of-input
@@ -32,10 +33,16 @@ rows of longer_seen_1; `test_long2 … 5` = longer_seen_2 … 5; `test_iid` =
 heldout_inputs. The 500 rows are a deterministic function of `seed` (in both
 modes below; the reference code drew them unseeded).
 
-`load_split(..., data_dir=None)` generates the data in code (our own generator
+`load_splits(..., data_dir=None)` generates the data in code (our own generator
 following the rules above; seed 123 reproduces the reference tables `t1 … t8`
 exactly, the sampled rows differ). With `data_dir` it reads the reference TSV
-layout (`source<TAB>target[<TAB>attention]`).
+layout (`source<TAB>target[<TAB>attention]`), each file once.
+
+Lengths: a source of k tables has k + 2 tokens (the input bits, k table names,
+`.`), so training sources (1 … 4 tables) have 3 … 6 tokens, `test_iid` (4
+tables) 6 and `test_longK` (4 + K tables) 6 + K: the paper's lengths 7 / 9 /
+11 are `test_long1` / `test_long3` / `test_long5` (`TRAIN_LENGTHS`,
+`SPLIT_LENGTHS`).
 
 Gold attention (0-based source index per target token, then `<eos>`), as the
 reference generator's `_append_target_attention`: forward target token j reads
@@ -50,6 +57,7 @@ import math
 import os
 import pathlib
 import random
+import types
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -61,6 +69,8 @@ from monoloc_jax.tasks.types import Example
 
 SPLITS = ('train', 'dev', 'test_iid', 'test_long1', 'test_long2', 'test_long3',
           'test_long4', 'test_long5')
+# The length splits the paper reports (lengths 7 / 9 / 11).
+PAPER_SPLITS = ('test_long1', 'test_long3', 'test_long5')
 GENERATOR_VERSION = 1
 
 _TASK = 'Lookup'
@@ -105,6 +115,26 @@ class LookupConfig:
 
 
 DEFAULT_CONFIG = LookupConfig()
+
+
+def source_length(n_tables: int) -> int:
+  """Source tokens of an input composing `n_tables` tables (x, tables, '.')."""
+  return n_tables + 2
+
+
+# Tables composed in each evaluation split's inputs (the default settings).
+SPLIT_TABLES: Mapping[str, int] = types.MappingProxyType({
+    'test_iid': DEFAULT_CONFIG.max_composition_train,
+    **{f'test_long{k}': DEFAULT_CONFIG.max_composition_train + k
+       for k in range(1, DEFAULT_CONFIG.n_longer + 1)},
+})
+assert tuple(SPLIT_TABLES) == SPLITS[2:]
+# Source tokens of the training inputs, (shortest, longest): 1 … 4 tables.
+TRAIN_LENGTHS: Tuple[int, int] = (
+    source_length(1), source_length(DEFAULT_CONFIG.max_composition_train))
+# Source tokens of every input of each evaluation split.
+SPLIT_LENGTHS: Mapping[str, float] = types.MappingProxyType(
+    {split: float(source_length(k)) for split, k in SPLIT_TABLES.items()})
 
 
 # ----------------------------------------------------------------------------
@@ -470,13 +500,17 @@ _SPLIT_BUILDERS: Mapping[str, Callable[[FileGetter, int, LookupConfig],
 assert tuple(_SPLIT_BUILDERS) == SPLITS
 
 
-def load_split(split: str, *, reverse: bool, seed: int,
-               data_dir: Optional[str],
-               config: LookupConfig = DEFAULT_CONFIG) -> List[Example]:
-  """Loads one paper split of Lookup (reverse=False) or Reverse Lookup.
+def load_splits(splits: Sequence[str], *, reverse: bool, seed: int,
+                data_dir: Optional[str],
+                config: LookupConfig = DEFAULT_CONFIG
+                ) -> Dict[str, List[Example]]:
+  """Loads several paper splits of Lookup (reverse=False) or Reverse Lookup.
+
+  The data is generated once (data_dir=None), or each file is read at most
+  once, whatever the number of splits.
 
   Args:
-    split: one of `SPLITS`.
+    splits: names from `SPLITS`.
     reverse: Reverse Lookup.
     seed: generator seed (data_dir=None) and, in both modes, the seed that
       picks the 500 longer_seen_1 rows moved to `dev`.
@@ -486,18 +520,32 @@ def load_split(split: str, *, reverse: bool, seed: int,
     config: generator settings.
 
   Returns:
-    The split's examples, each with gold attention.
+    {split: examples} in the order of `splits`, each example with gold
+    attention.
 
   Raises:
     MonolocError: unknown split, bad seed, or unreadable data.
   """
-  if split not in _SPLIT_BUILDERS:
-    raise unknown_name('Lookup split', split, SPLITS)
+  for split in splits:
+    if split not in _SPLIT_BUILDERS:
+      raise unknown_name('Lookup split', split, SPLITS)
   seed = _check_seed(seed)
   if data_dir is None:
     files = generate_files(reverse=reverse, seed=seed, config=config)
     get = files.__getitem__
   else:
+    read: Dict[str, List[Example]] = {}
+
     def get(name: str) -> List[Example]:
-      return read_file(data_dir, name, reverse=reverse, config=config)
-  return _SPLIT_BUILDERS[split](get, seed, config)
+      if name not in read:
+        read[name] = read_file(data_dir, name, reverse=reverse, config=config)
+      return read[name]
+  return {split: _SPLIT_BUILDERS[split](get, seed, config) for split in splits}
+
+
+def load_split(split: str, *, reverse: bool, seed: int,
+               data_dir: Optional[str],
+               config: LookupConfig = DEFAULT_CONFIG) -> List[Example]:
+  """One split of `load_splits` (the arguments are the same)."""
+  return load_splits((split,), reverse=reverse, seed=seed, data_dir=data_dir,
+                     config=config)[split]

@@ -26,7 +26,7 @@ import pathlib
 import tempfile
 import urllib.error
 import urllib.request
-from typing import Callable, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
@@ -161,6 +161,23 @@ def load_split(split: str, *, data_dir: Optional[str]) -> List[Example]:
       f'{", ".join(SPLIT_FILES.values())} (`command<TAB>actions` or '
       f'`IN: ... OUT: ...` lines)')
   return read_file(path)
+
+
+def load_splits(splits: Sequence[str], *,
+                data_dir: Optional[str]) -> Dict[str, List[Example]]:
+  """Loads several splits, reading each split's file once.
+
+  Args:
+    splits: names from `SPLITS`.
+    data_dir: directory holding the `tasks_*_length.txt` files.
+
+  Returns:
+    {split: examples} in the order of `splits`.
+  """
+  for split in splits:
+    if split not in SPLIT_FILES:
+      raise unknown_name('SCAN split', split, SPLITS)
+  return {split: load_split(split, data_dir=data_dir) for split in splits}
 
 
 def download(dest_dir: str, *, source: str = 'brendenlake') -> str:

@@ -1,16 +1,24 @@
-"""The eight synthetic digit tasks (paper §2 and App. A; SPEC §3).
+"""The eight synthetic digit tasks (paper §2, Table 1 and App. A).
 
-Two layers:
+Three layers:
 
 * `RULES[task](source) -> target`: pure functions mapping an input token
   sequence to its output (the task's definition, usable on any input).
+* `DigitTask`: one task for the generator: its name, its fixed random-stream
+  id, its rule and how an input is built from the drawn items. `DIGIT_TASKS`
+  holds the eight of the paper; `DigitTask(...)` makes a new one.
 * `generate(task, seed) -> {split: [Example, ...]}`: the data generator. All
   splits of one (task, seed) are generated together, train first, with one
   shared set of already-used inputs, so that inputs are distinct within every
   split and no input appears in two splits (in particular no dev/test input is
   in train). Each split draws from its own numpy Generator seeded with
-  `(seed, TASK_IDS[task], SPLIT_IDS[split])`, so the data is deterministic for a
-  seed and differs between seeds.
+  `(seed, task_id, SPLIT_SPECS[split].split_id)`, so the data is deterministic
+  for a seed and differs between seeds.
+
+The split sizes and lengths (`SPLIT_SPECS`) are the paper's (App. A: train
+10,000 inputs of 5-10 items, dev 2,000 of 10-15, tests 2,000 each at 15, 30
+and 100); the reference code also makes `test_iid` (5-10 items) and lengths
+20, 25 and 50, which are offered too.
 
 "Length" is the number of *items* before repetition: for Inv ReCopy, Inv
 Reverse ReCopy and DeDupe the input has more tokens than that.
@@ -18,7 +26,7 @@ Reverse ReCopy and DeDupe the input has more tokens than that.
 
 import dataclasses
 import types
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,19 +39,6 @@ GENERATOR_VERSION = 1
 
 DIGITS: Tuple[str, ...] = tuple('0123456789')
 _DIGIT_ARRAY = np.array(DIGITS)
-
-# Fixed numeric ids: they seed the random streams, so never renumber them.
-TASK_IDS: Mapping[str, int] = types.MappingProxyType({
-    'copy': 0,
-    'reverse_copy': 1,
-    'recopy': 2,
-    'reverse_recopy': 3,
-    'inv_recopy': 4,
-    'inv_reverse_recopy': 5,
-    'dedupe': 6,
-    'posretrieve': 7,
-})
-TASKS: Tuple[str, ...] = tuple(TASK_IDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +65,14 @@ SPLIT_SPECS: Mapping[str, SplitSpec] = types.MappingProxyType({
 SPLITS: Tuple[str, ...] = tuple(SPLIT_SPECS)
 # The length splits the paper's tables report.
 PAPER_SPLITS: Tuple[str, ...] = ('test_15', 'test_30', 'test_100')
+# Item lengths of the training inputs, (shortest, longest).
+TRAIN_LENGTHS: Tuple[int, int] = (SPLIT_SPECS['train'].min_length,
+                                  SPLIT_SPECS['train'].max_length)
+# The item length each evaluation split stands for: the middle of its range
+# (7.5 for test_iid; N for test_N).
+SPLIT_LENGTHS: Mapping[str, float] = types.MappingProxyType({
+    name: (spec.min_length + spec.max_length) / 2
+    for name, spec in SPLIT_SPECS.items() if name not in ('train', 'dev')})
 
 # Repeat rule r(x): 1 if x <= 3, 3 if 4 <= x <= 6, 5 if x >= 7.
 _REPEATS = np.array([1, 1, 1, 1, 3, 3, 3, 5, 5, 5], dtype=np.int64)
@@ -148,28 +151,18 @@ def _posretrieve(source: Sequence[str]) -> Tuple[str, ...]:
   return tuple(out)
 
 
-RULES: Mapping[str, Callable[[Sequence[str]], Tuple[str, ...]]] = (
-    types.MappingProxyType({
-        'copy': _copy,
-        'reverse_copy': _reverse_copy,
-        'recopy': _recopy,
-        'reverse_recopy': _reverse_recopy,
-        'inv_recopy': _parse_recopy,
-        'inv_reverse_recopy': _inv_reverse_recopy,
-        'dedupe': _dedupe,
-        'posretrieve': _posretrieve,
-    }))
-
-
 # ------------------------------------------------------------ generation ---
 
-# A source builder maps a (k, n) array of item digits to k input rows (digit
-# arrays); it may draw extra randomness (DeDupe's repetition counts).
-_SourceBuilder = Callable[[np.random.Generator, np.ndarray], List[np.ndarray]]
+Rule = Callable[[Sequence[str]], Tuple[str, ...]]
+# A source builder maps a (k, n) int8 array of item digits to k input rows
+# (int8 digit arrays); it may draw extra randomness (DeDupe's repetition
+# counts) from the generator it is given.
+SourceBuilder = Callable[[np.random.Generator, np.ndarray], List[np.ndarray]]
 
 
-def _items_as_source(rng: np.random.Generator,
-                     items: np.ndarray) -> List[np.ndarray]:
+def items_as_source(rng: np.random.Generator,
+                    items: np.ndarray) -> List[np.ndarray]:
+  """The default source builder: the drawn items are the input."""
   del rng  # Unused.
   return list(items)
 
@@ -191,21 +184,61 @@ def _dedupe_source(rng: np.random.Generator,
   return [np.repeat(row, row_counts) for row, row_counts in zip(items, counts)]
 
 
-_SOURCE_BUILDERS: Mapping[str, _SourceBuilder] = types.MappingProxyType({
-    'copy': _items_as_source,
-    'reverse_copy': _items_as_source,
-    'recopy': _items_as_source,
-    'reverse_recopy': _items_as_source,
-    'inv_recopy': _recopy_source,
-    'inv_reverse_recopy': _reverse_recopy_source,
-    'dedupe': _dedupe_source,
-    'posretrieve': _items_as_source,
-})
+@dataclasses.dataclass(frozen=True)
+class DigitTask:
+  """One digit task, as the generator needs it.
+
+  Attributes:
+    name: the task's slug.
+    task_id: integer >= 0 mixed into the seed of every split's random stream
+      (with the data seed and the split id), so two tasks draw different
+      inputs. The built-in ids (`TASK_IDS`) are fixed: never renumber them.
+    rule: source tokens -> target tokens.
+    build_source: how a split's drawn items (a [k, n] int8 array of digits,
+      n = the item length) become k inputs; `items_as_source` by default.
+  """
+  name: str
+  task_id: int
+  rule: Rule
+  build_source: SourceBuilder = items_as_source
+
+  def __post_init__(self):
+    if not isinstance(self.name, str) or not self.name:
+      raise MonolocError(
+          f'a digit task needs a non-empty name, got {self.name!r}')
+    if (isinstance(self.task_id, bool) or
+        not isinstance(self.task_id, (int, np.integer)) or self.task_id < 0):
+      raise MonolocError(f'task_id of digit task {self.name!r} must be a '
+                         f'non-negative integer, got {self.task_id!r}')
+    for field in ('rule', 'build_source'):
+      if not callable(getattr(self, field)):
+        raise MonolocError(f'{field} of digit task {self.name!r} must be '
+                           f'callable, got {getattr(self, field)!r}')
+
+
+# The eight tasks of the paper. Their ids seed the data: never renumber them.
+DIGIT_TASKS: Mapping[str, DigitTask] = types.MappingProxyType({
+    task.name: task for task in (
+        DigitTask('copy', 0, _copy),
+        DigitTask('reverse_copy', 1, _reverse_copy),
+        DigitTask('recopy', 2, _recopy),
+        DigitTask('reverse_recopy', 3, _reverse_recopy),
+        DigitTask('inv_recopy', 4, _parse_recopy, _recopy_source),
+        DigitTask('inv_reverse_recopy', 5, _inv_reverse_recopy,
+                  _reverse_recopy_source),
+        DigitTask('dedupe', 6, _dedupe, _dedupe_source),
+        DigitTask('posretrieve', 7, _posretrieve),
+    )})
+TASKS: Tuple[str, ...] = tuple(DIGIT_TASKS)
+TASK_IDS: Mapping[str, int] = types.MappingProxyType(
+    {name: task.task_id for name, task in DIGIT_TASKS.items()})
+RULES: Mapping[str, Rule] = types.MappingProxyType(
+    {name: task.rule for name, task in DIGIT_TASKS.items()})
 
 _MAX_DRAW_ROUNDS = 100
 
 
-def _draw_distinct(rng: np.random.Generator, build: _SourceBuilder,
+def _draw_distinct(rng: np.random.Generator, build: SourceBuilder,
                    length: int, count: int, seen: set) -> List[np.ndarray]:
   """Draws `count` inputs of `length` items that are not in `seen` (updated)."""
   kept: List[np.ndarray] = []
@@ -227,30 +260,36 @@ def _draw_distinct(rng: np.random.Generator, build: _SourceBuilder,
       'space is too small for the requested split size')
 
 
-def _generate_split(task: str, split: str, seed: int,
+def _generate_split(task: DigitTask, split: str, seed: int,
                     seen: set) -> List[Example]:
   spec = SPLIT_SPECS[split]
-  rng = np.random.default_rng([seed, TASK_IDS[task], spec.split_id])
+  rng = np.random.default_rng([seed, int(task.task_id), spec.split_id])
   lengths = rng.integers(spec.min_length, spec.max_length + 1, size=spec.size)
   counts = np.bincount(lengths - spec.min_length,
                        minlength=spec.max_length - spec.min_length + 1)
-  build = _SOURCE_BUILDERS[task]
   rows: List[np.ndarray] = []
   for offset, count in enumerate(counts.tolist()):
-    rows.extend(
-        _draw_distinct(rng, build, spec.min_length + offset, count, seen))
-  rule = RULES[task]
+    rows.extend(_draw_distinct(rng, task.build_source,
+                               spec.min_length + offset, count, seen))
   examples = []
   for index in rng.permutation(len(rows)).tolist():
     source = tuple(_DIGIT_ARRAY[rows[index]].tolist())
-    examples.append(Example(source, rule(source)))
+    examples.append(Example(source, tuple(task.rule(source))))
   return examples
 
 
-def check_task(task: str) -> None:
-  """Raises MonolocError unless `task` is a digit task."""
-  if task not in TASK_IDS:
+def get_task(task: Union[str, DigitTask]) -> DigitTask:
+  """`task` itself if it is a DigitTask, else the built-in task of that name.
+
+  Raises:
+    MonolocError: unknown name.
+  """
+  if isinstance(task, DigitTask):
+    return task
+  found = DIGIT_TASKS.get(task) if isinstance(task, str) else None
+  if found is None:
     raise unknown_name('digit task', task, TASKS)
+  return found
 
 
 def check_seed(seed: int) -> int:
@@ -262,26 +301,30 @@ def check_seed(seed: int) -> int:
   return int(seed)
 
 
-def generate(task: str, seed: int = 0) -> Dict[str, List[Example]]:
+def generate(task: Union[str, DigitTask],
+             seed: int = 0) -> Dict[str, List[Example]]:
   """Generates every split of a digit task for one seed.
 
   Args:
-    task: one of `TASKS`.
+    task: one of `TASKS`, or a `DigitTask`.
     seed: non-negative integer; the same seed gives the same data.
 
   Returns:
-    {split: examples} for every split in `SPLITS`, in that order. Inputs are
+    {split: examples} for every split in `SPLITS`, in that order
+    (`SPLIT_SPECS` gives each split's size and item lengths). Inputs are
     distinct within and across splits.
   """
-  check_task(task)
+  task = get_task(task)
   seed = check_seed(seed)
   seen: set = set()
   return {split: _generate_split(task, split, seed, seen) for split in SPLITS}
 
 
-def generate_split(task: str, split: str, seed: int = 0) -> List[Example]:
+def generate_split(task: Union[str, DigitTask], split: str,
+                   seed: int = 0) -> List[Example]:
   """One split of `generate(task, seed)` (still generates all splits)."""
   if split not in SPLIT_SPECS:
-    raise MonolocError(f'unknown split {split!r} for task {task!r}; '
+    name = task.name if isinstance(task, DigitTask) else task
+    raise MonolocError(f'unknown split {split!r} for task {name!r}; '
                        f'valid splits: {", ".join(SPLITS)}')
   return generate(task, seed)[split]

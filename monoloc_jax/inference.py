@@ -1,0 +1,232 @@
+"""Evaluation and decoding: greedy decoding of splits, metrics over seeds, and the
+restore / evaluate / predict entry points for a finished run directory.
+
+Everything here works on parameters with a leading seed axis [N, ...] (the
+trainer's layout) and needs no optimizer.
+"""
+
+import pathlib
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from monoloc_jax import checkpointing
+from monoloc_jax import errors
+from monoloc_jax import input_pipeline as ip
+from monoloc_jax import metrics
+from monoloc_jax import models
+from monoloc_jax import rundir
+from monoloc_jax import variants
+from monoloc_jax.vocab import Vocabulary
+
+Array = jax.Array
+
+
+class EvalPrograms(NamedTuple):
+  """The jitted, seed-vmapped evaluation functions of a model.
+
+  greedy(params [N, ...], src [B, L], src_len [B], steps) -> (tokens [N, B, steps],
+    attention [N, B, steps, L + 2]).
+  teacher_forced_accuracy(params, batch) -> [N, B] bool: every target token is the argmax.
+  """
+  greedy: Callable
+  teacher_forced_accuracy: Callable
+
+
+def make_eval_programs(model: models.Seq2Seq) -> EvalPrograms:
+  pad = model.pad_id
+
+  def greedy_one(params, src, src_len, steps):
+    out = model.apply({'params': params}, src, src_len, steps, method=model.greedy)
+    return out.tokens, out.attention
+
+  def tf_one(params, batch: ip.Batch):
+    out = model.apply({'params': params}, batch.src, batch.src_len, batch.tgt_in)
+    pred = jnp.argmax(out.logits, -1)
+    ok = (pred == batch.tgt_out) | (batch.tgt_out == pad)
+    return jnp.all(ok, axis=-1)
+
+  return EvalPrograms(
+      greedy=jax.jit(jax.vmap(greedy_one, in_axes=(0, None, None, None)),
+                     static_argnums=(3,)),
+      teacher_forced_accuracy=jax.jit(jax.vmap(tf_one, in_axes=(0, None))))
+
+
+def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_size: int,
+                 vocab: Vocabulary, keep_attention: bool = False):
+  """Greedy-decodes a split for every seed. Returns tokens [N, n, T] (and attention)."""
+  n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
+  batches = ip.eval_batches(split, batch_size, vocab.sos_id)
+  width = max(steps for _, _, steps in batches)
+  tokens = np.zeros((n_seeds, len(split), width), np.int32)
+  attention = None
+  if keep_attention:
+    s_max = max(b.src.shape[1] for _, b, _ in batches) + 2
+    attention = np.zeros((n_seeds, len(split), width, s_max), np.float32)
+  for idx, batch, steps in batches:
+    tok, att = programs.greedy(params, batch.src, batch.src_len, steps)
+    tokens[:, idx, :steps] = np.asarray(tok)[:, :len(idx)]
+    if keep_attention:
+      attention[:, idx, :steps, :att.shape[-1]] = np.asarray(att)[:, :len(idx)]
+  return tokens, attention
+
+
+def dev_accuracy(programs: EvalPrograms, params, data: ip.TaskData, config) -> np.ndarray:
+  """Per-seed dev sequence accuracy (fraction): greedy or teacher-forced (config.dev_metric)."""
+  if config.dev_metric == 'teacher_forced':
+    correct = []
+    for idx, batch, _ in ip.eval_batches(data.dev, config.eval_batch_size, data.vocab.sos_id):
+      correct.append(np.asarray(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)])
+    return np.concatenate(correct, axis=1).mean(axis=1)
+  tokens, _ = decode_split(programs, params, data.dev, config.eval_batch_size, data.vocab)
+  return np.stack([metrics.sequence_accuracy(t, data.dev.tgt, data.vocab.eos_id)
+                   for t in tokens]).mean(axis=1)
+
+
+def aggregate(per_seed: List[Dict[str, float]]) -> Dict[str, Any]:
+  """Median (the paper's Table 2 statistic), mean and std over seeds of every metric."""
+  out: Dict[str, Any] = {}
+  for key in per_seed[0]:
+    vals = np.array([m[key] for m in per_seed], np.float64)
+    if key == 'n':
+      out[key] = int(vals[0])
+      continue
+    out[key] = float(np.median(vals))
+    out[f'{key}_mean'] = float(vals.mean())
+    out[f'{key}_std'] = float(vals.std())
+  out['per_seed'] = per_seed
+  return out
+
+
+def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config) -> Dict[str, Any]:
+  """Per-seed and aggregated metrics for every test split."""
+  results = {}
+  for name, split in data.tests.items():
+    t0 = time.time()
+    want_att = split.gold is not None
+    tokens, attention = decode_split(programs, params, split, config.eval_batch_size,
+                                     data.vocab, keep_attention=want_att)
+    per_seed = [metrics.summarize(tokens[i], split.tgt, data.vocab.eos_id,
+                                  attention[i] if want_att else None, split.gold)
+                for i in range(tokens.shape[0])]
+    results[name] = aggregate(per_seed)
+    results[name]['decode_s'] = time.time() - t0
+    if split.n_unk:
+      results[name]['n_unk'] = split.n_unk
+  return results
+
+
+def format_table(results: Dict[str, Any], config) -> str:
+  """The printed length-generalization table."""
+  rows = [f"{variants.get(config.variant).display_name} on {config.task}, "
+          f"{config.seeds} seed(s) (accuracy: median over seeds)",
+          f"{'split':<12}{'acc %':>8}{'mean±std':>16}{'SeqAccBE %':>12}{'edit':>8}"
+          + (f"{'att.loss':>10}" if any('attention_loss' in r for r in results.values()) else '')]
+  for name, r in results.items():
+    line = (f"{name:<12}{r['accuracy']:>8.1f}{r['accuracy_mean']:>9.1f}±{r['accuracy_std']:<6.1f}"
+            f"{r['seq_acc_be']:>12.1f}{r['edit_distance']:>8.2f}")
+    if 'attention_loss' in r:
+      line += f"{r['attention_loss']:>10.3f}"
+    rows.append(line)
+  return '\n'.join(rows)
+
+
+def abstract_params(model: models.Seq2Seq, n_seeds: int):
+  """Shapes/dtypes of a seed-stacked parameter tree [N, ...], computed without running."""
+  dummy = jnp.ones((1, 1), jnp.int32)
+  keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
+  init = lambda key: model.init({'params': key}, dummy, jnp.ones((1,), jnp.int32),
+                                dummy)['params']
+  return jax.eval_shape(jax.vmap(init), keys)
+
+
+def restore_for_eval(workdir: str):
+  """Loads config, vocabulary, model and best parameters of a run (no optimizer is built)."""
+  workdir = pathlib.Path(workdir)
+  config = rundir.load_config(workdir)
+  if not (workdir / rundir.VOCAB).exists():
+    raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run directory')
+  vocab = Vocabulary.load(workdir / rundir.VOCAB)
+  model = models.from_config(config, vocab)
+  ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
+  best = ckpt.restore_best_params(abstract_params(model, config.seeds))
+  if best is None:
+    raise errors.MonolocError(f'{workdir} has no checkpoint to evaluate')
+  return config, vocab, model, best
+
+
+def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+  """Re-scores an existing workdir's best checkpoint on the test splits."""
+  config, vocab, model, params = restore_for_eval(workdir)
+  if config_overrides:
+    config.update(config_overrides)
+  data = ip.load_data(config, vocab=vocab, with_train=False)
+  t0 = time.time()
+  test = evaluate_splits(make_eval_programs(model), params, data, config)
+  results = rundir.load_results(pathlib.Path(workdir)) or {
+      'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
+      'config': config.to_dict()}
+  results['test'] = {**results.get('test', {}), **test}
+  results['eval_time_s'] = time.time() - t0
+  results.setdefault('wall_time_s', results['eval_time_s'])
+  results['versions'] = rundir.versions()
+  rundir.save_results(pathlib.Path(workdir), results)
+  return results
+
+
+class Decoded(NamedTuple):
+  """One greedy decode, for inspection and plots.
+
+  source/output: tokens (output cut at `<eos>`); attention: [len(output) + 1,
+  len(source) + 2] weights over START, the source tokens and END, one row per
+  output token and one for `<eos>`; aux: per-step values [len(output) + 1]
+  ('mu', 'sigma', 'step', 'mix' where the variant has them; mu and sigma in
+  normalised position units) and 'direction' (alpha_dir, a float).
+  """
+  source: Tuple[str, ...]
+  output: Tuple[str, ...]
+  attention: np.ndarray
+  aux: Dict[str, Any]
+
+
+def decode_with_attention(workdir: str, inputs: Sequence[str], seed_index: int = 0,
+                          max_steps: int = 0) -> List[Decoded]:
+  """Greedy-decodes whitespace-tokenised `inputs` with one seed's best parameters."""
+  config, vocab, model, params = restore_for_eval(workdir)
+  if not 0 <= seed_index < config.seeds:
+    raise errors.MonolocError(f'seed_index {seed_index} out of range; the run has '
+                              f'{config.seeds} seed(s)')
+  one = jax.tree_util.tree_map(lambda x: x[seed_index], params)
+  greedy = jax.jit(lambda p, src, n, steps: model.apply({'params': p}, src, n, steps,
+                                                        method=model.greedy),
+                   static_argnums=3)
+  out = []
+  for text in inputs:
+    tokens = tuple(text.split())
+    if not tokens:
+      raise errors.MonolocError('an input to decode is empty')
+    ids, n_unk = vocab.encode_with_unk_count(tokens)
+    if n_unk:
+      logging.warning('%d input tokens are not in the vocabulary and map to <unk>', n_unk)
+    steps = max_steps or ip.bucket_length(5 * len(ids) + 10)
+    res = greedy(one, np.asarray([ids], np.int32), np.asarray([len(ids)], np.int32), steps)
+    decoded = vocab.decode(np.asarray(res.tokens)[0].tolist())
+    rows = min(len(decoded) + 1, steps)
+    aux = {k: np.asarray(v)[0, :rows] for k, v in res.aux.items() if k != 'direction'}
+    aux['direction'] = float(np.asarray(res.aux['direction'])[0])
+    out.append(Decoded(tokens, decoded, np.asarray(res.attention)[0, :rows, :len(ids) + 2], aux))
+  return out
+
+
+def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0):
+  """Greedy-decodes `inputs` with seed 0's best parameters.
+
+  Returns, per input, (output tokens, attended source position per output
+  token and `<eos>`: the argmax, as a 0-based source index; -1 = START, n = END).
+  """
+  return [(d.output, (d.attention.argmax(-1) - 1).tolist())
+          for d in decode_with_attention(workdir, inputs, max_steps=max_steps)]
