@@ -161,6 +161,12 @@ def restore_for_eval(workdir: str):
 
 def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
   """Re-scores an existing workdir's best checkpoint on the test splits."""
+  rundir.load_config(pathlib.Path(workdir))     # a clear error if this is no run directory
+  with rundir.lock(pathlib.Path(workdir)):
+    return _evaluate(workdir, config_overrides)
+
+
+def _evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]]) -> Dict[str, Any]:
   config, vocab, model, params = restore_for_eval(workdir)
   if config_overrides:
     config.update(config_overrides)

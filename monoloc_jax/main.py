@@ -10,23 +10,45 @@ The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
 """
 
+import importlib.util
 import pathlib
 import sys
 
 from absl import app
 from absl import flags
 from absl import logging
+import ml_collections
 from ml_collections import config_flags
 
 from monoloc_jax import errors
+from monoloc_jax import rundir
 from monoloc_jax import tasks
 from monoloc_jax import variants
 from monoloc_jax import xla_cache
 
 _DEFAULT_CONFIG = str(pathlib.Path(__file__).parent / 'configs' / 'default.py')
 
-config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'Training configuration file.',
-                                lock_config=True)
+
+
+def _unknown_config_fields(argv):
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  known = set(default.get_config())
+  fields = [a.split('=')[0][len('--config.'):] for a in argv[1:] if a.startswith('--config.')]
+  return [f for f in fields if f.split('.')[0] not in known], sorted(known)
+
+
+def _define_config_flag(argv) -> None:
+  """--config and its --config.<field> overrides (ml_collections reads them from argv
+  as the flag is defined); a bad one ends as one line and exit code 2."""
+  try:
+    config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'Training configuration file.',
+                                    lock_config=True)
+  except (AttributeError, KeyError, TypeError, ValueError) as e:
+    unknown, known = _unknown_config_fields(argv)
+    message = (f"unknown config field {unknown[0]!r}; valid fields: {', '.join(known)}"
+               if unknown else f'bad --config override: {str(e).strip()[:200]}')
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, logs and results.')
 _MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict'],
                           'train (resumes if the workdir has a checkpoint), evaluate, predict.')
@@ -37,6 +59,40 @@ _SEEDS = flags.DEFINE_integer('seeds', None, 'Number of seeds trained together (
                               lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lookup files).')
 _INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
+
+
+def _config_file_defaults() -> ml_collections.ConfigDict:
+  """The --config file's own config, without any --config.<field> override."""
+  path = config_flags.get_config_filename(flags.FLAGS['config'])
+  spec = importlib.util.spec_from_file_location('monoloc_config_file', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def train_config(workdir: str) -> ml_collections.ConfigDict:
+  """The config to train with.
+
+  A new workdir: the --config file, its --config.<field> overrides and the plain
+  flags. A workdir that holds a run: its stored config.json, with only the
+  fields given on this command line changed (so `--workdir=W --config.max_epochs=6`
+  resumes W's own run); `train.train_and_evaluate` then refuses changes beyond
+  `rundir.RESUMABLE_FIELDS`.
+  """
+  given = ml_collections.ConfigDict(flags.FLAGS.config.to_dict())
+  if (pathlib.Path(workdir) / rundir.CONFIG).exists():
+    file_defaults = _config_file_defaults()
+    config = rundir.load_config(pathlib.Path(workdir))
+    for field, stored, new in rundir.config_changes(file_defaults, given):
+      del stored
+      config[field] = new
+  else:
+    config = given
+  for field, flag in (('task', _TASK), ('variant', _MODEL), ('seeds', _SEEDS),
+                      ('data_dir', _DATA_DIR)):
+    if flag.value is not None:
+      config[field] = flag.value
+  return config
 
 
 def _run(argv) -> None:
@@ -65,12 +121,7 @@ def _run(argv) -> None:
       print('attends: ' + ' '.join(f'{tok}@{p}({names[p + 1] if -1 <= p <= len(src) else "?"})'
                                    for tok, p in zip(list(output) + ['<eos>'], positions)))
     return
-  config = flags.FLAGS.config
-  with config.unlocked():
-    for field, flag in (('task', _TASK), ('variant', _MODEL), ('seeds', _SEEDS),
-                        ('data_dir', _DATA_DIR)):
-      if flag.value is not None:
-        config[field] = flag.value
+  config = train_config(_WORKDIR.value)
   results = train.train_and_evaluate(config, _WORKDIR.value)
   print(inference.format_table(results['test'], config))
   print(f"wall time {results['wall_time_s']:.1f}s; results in "
@@ -90,9 +141,28 @@ def main(argv) -> None:
     sys.exit(130)
 
 
+def _parse_flags(argv):
+  """absl's flag parsing, with every error as one line (and exit code 2)."""
+  try:
+    parsed = flags.FLAGS(argv)
+    flags.FLAGS.config.to_dict()          # loads the --config file (lazily, in ml_collections)
+    return parsed
+  except flags.Error as e:
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+  except OSError as e:
+    path = config_flags.get_config_filename(flags.FLAGS['config'])
+    message = f'cannot load the --config file {path!r} ({type(e).__name__})'
+  except Exception as e:  # pylint: disable=broad-except
+    # Anything else raised while reading a user's config file.
+    message = f'bad --config: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}'
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
 def run() -> None:
   """Console-script entry point."""
-  app.run(main)
+  _define_config_flag(sys.argv)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == '__main__':

@@ -10,11 +10,13 @@ JSON files are written atomically (temporary file, fsync, rename), so a kill
 never leaves half a file behind.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import pathlib
 import platform
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import ml_collections
 
@@ -26,6 +28,11 @@ VOCAB = 'vocab.json'
 HISTORY = 'metrics.jsonl'
 RESULTS = 'results.json'
 CHECKPOINTS = 'checkpoints'
+LOCK = '.lock'
+
+# Config fields a run may change when it resumes: they change neither the data,
+# the model, nor the training already done (test evaluation only, or when to stop).
+RESUMABLE_FIELDS = ('max_epochs', 'progress', 'eval_batch_size', 'test_splits')
 
 
 def seeds_of(config) -> List[int]:
@@ -62,6 +69,50 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   config = default.get_config()
   config.update(stored)
   return config
+
+
+def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:
+  """[(field, stored value, given value)] for every field that differs, sorted by field."""
+  a, b = dict(stored.to_dict()), dict(given.to_dict())
+  return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def check_config(workdir: pathlib.Path, config) -> None:
+  """Refuses a config that differs from the workdir's stored one beyond RESUMABLE_FIELDS.
+
+  The stored config is the run's identity; nothing is written before this check.
+  """
+  if not (pathlib.Path(workdir) / CONFIG).exists():
+    return
+  changes = [c for c in config_changes(load_config(workdir), config)
+             if c[0] not in RESUMABLE_FIELDS]
+  if changes:
+    diff = '; '.join(f'{k}: {a!r} (stored) != {b!r}' for k, a, b in changes)
+    raise errors.MonolocError(
+        f'{workdir} holds a run with another configuration ({diff}); resume it with its own '
+        f"settings (only {', '.join(RESUMABLE_FIELDS)} may change) or use a fresh --workdir")
+
+
+@contextlib.contextmanager
+def lock(workdir: pathlib.Path) -> Iterator[None]:
+  """Holds an exclusive lock on the workdir; a second process is refused with one line."""
+  path = pathlib.Path(workdir) / LOCK
+  with open(path, 'a+', encoding='utf-8') as f:
+    try:
+      fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+      f.seek(0)
+      holder = f.read().strip() or 'unknown'
+      raise errors.MonolocError(f'{workdir} is in use by another process (pid {holder}); '
+                                'wait for it to finish or use another --workdir') from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    try:
+      yield
+    finally:
+      fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def append_history(workdir: pathlib.Path, record: Mapping[str, Any]) -> None:

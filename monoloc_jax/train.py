@@ -220,9 +220,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
   variant: an `attention.Variant` to use instead of the registry's `config.variant`.
   """
   configs.validate(config, task=task, variant=variant)
-  t_start = time.time()
   workdir = pathlib.Path(workdir)
+  rundir.check_config(workdir, config)        # before anything is written
   workdir.mkdir(parents=True, exist_ok=True)
+  with rundir.lock(workdir):
+    return _train_and_evaluate(config, workdir, task, variant)
+
+
+def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[str, Any]:
+  t_start = time.time()
   data = ip.load_data(config, task=task)
   vocab_path = workdir / rundir.VOCAB
   if vocab_path.exists() and Vocabulary.load(vocab_path) != data.vocab:

@@ -133,6 +133,14 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
     ('seeds', 0, 'bad value for config.seeds: 0'),
     ('dev_metric', 'beam', "valid: greedy, teacher_forced"),
     ('test_splits', 'test_7', "unknown test split 'test_7' for task 'copy'; valid: test_iid"),
+    ('lr_patience', -1, 'bad value for config.lr_patience: -1; it must be an integer >= 1'),
+    ('early_stop_patience', 0, 'bad value for config.early_stop_patience: 0'),
+    ('improvement_tolerance', -1.0, 'bad value for config.improvement_tolerance: -1.0'),
+    ('min_sigma', -1.0, 'bad value for config.min_sigma: -1.0; it must be a positive number'),
+    ('weight_decay', -1.0, 'bad value for config.weight_decay: -1.0'),
+    ('value_dim', 0, 'bad value for config.value_dim: 0'),
+    ('mix_mode', 'both', "unknown mix_mode 'both'; valid mix_modes: paper, reference_code"),
+    ('decoder_init', 'backward_states', "needs num_layers=2"),
 ])
 def test_bad_config_values(tmp_path, field, value, message):
   with pytest.raises(errors.MonolocError, match=message):
@@ -163,14 +171,19 @@ def _cli(*args):
     (['--mode=nope'], 'train|evaluate|predict'),
     (['--config.learning_rate=-1'], 'bad value for config.learning_rate'),
     (['--config.max_epochs=abc'], 'max_epochs'),
+    (['--config.foo=1'], "error: unknown config field 'foo'; valid fields: batch_size"),
+    (['--config=/nonexistent/config.py'], "cannot load the --config file '/nonexistent/config.py'"),
+    (['--config.lr_patience=-1'], 'bad value for config.lr_patience: -1'),
+    (['--config.embed_dim=0'], 'bad value for config.embed_dim: 0'),
     ([], '--workdir is required'),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):
   workdir = [] if not args else [f'--workdir={tmp_path}']
   proc = _cli(*workdir, *args)
-  assert proc.returncode != 0
+  assert proc.returncode == 2
   assert 'Traceback' not in proc.stderr
   assert message in proc.stderr, proc.stderr
+  assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_cli_trains_evaluates_and_predicts(tmp_path):
@@ -255,3 +268,54 @@ def test_evaluation_restores_without_an_optimizer(tmp_path, monkeypatch):
   config, vocab, model, params = inference.restore_for_eval(workdir)
   assert jax.tree_util.tree_leaves(params)[0].shape[0] == config.seeds
   assert model.variant.name == 'onestep'
+
+
+
+# ---------------------------------------------------------------------------
+# The workdir contract: the stored config is the run's identity.
+# ---------------------------------------------------------------------------
+def _files(workdir):
+  return {name: (pathlib.Path(workdir) / name).read_bytes()
+          for name in ('config.json', 'results.json', 'metrics.jsonl', 'vocab.json')}
+
+
+@pytest.mark.parametrize('change, field', [
+    (dict(task='reverse_copy'), 'task'),      # same vocabulary, other task
+    (dict(seeds=3), 'seeds'),
+    (dict(hidden_dim=64), 'hidden_dim'),
+    (dict(variant='relative'), 'variant'),
+])
+def test_a_conflicting_config_is_refused_and_the_workdir_is_intact(tmp_path, change, field):
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1), workdir)
+  before = _files(workdir)
+  with pytest.raises(errors.MonolocError, match=f'holds a run with another configuration '
+                     f'\\({field}: '):
+    train.train_and_evaluate(small_config(max_epochs=2, **change), workdir)
+  assert _files(workdir) == before
+
+
+def test_resuming_may_change_max_epochs_and_the_stored_config_wins_on_the_cli(tmp_path):
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1, train_size=200, eval_size=32), workdir)
+  # The README's resume form names neither --task nor --model: W's own run resumes.
+  proc = _cli(f'--workdir={workdir}', '--config.max_epochs=2', '--config.progress=False')
+  assert proc.returncode == 0, proc.stderr
+  assert 'Resuming from the checkpoint of epoch 1' in proc.stdout
+  results = json.loads((tmp_path / 'results.json').read_text())
+  assert results['task'] == 'copy' and results['epochs'] == 2
+  assert [r['epoch'] for r in history(workdir)] == [1, 2]
+  assert json.loads((tmp_path / 'config.json').read_text())['train_size'] == 200
+  # A conflicting flag is refused with the one-line diff, and nothing changes.
+  before = _files(workdir)
+  proc = _cli(f'--workdir={workdir}', '--task=reverse_copy')
+  assert proc.returncode == 2 and "task: 'copy' (stored) != 'reverse_copy'" in proc.stderr
+  assert _files(workdir) == before
+
+
+def test_a_second_process_on_the_same_workdir_is_refused(tmp_path):
+  from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
+  with rundir.lock(tmp_path):
+    with pytest.raises(errors.MonolocError, match=r'is in use by another process \(pid \d+\)'):
+      train.train_and_evaluate(small_config(max_epochs=1), str(tmp_path))
+  assert not (tmp_path / 'config.json').exists()
