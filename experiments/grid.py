@@ -23,7 +23,17 @@ TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_
 # with mix_mode='reference_code'.
 OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     'reference_code': {'mix_mode': 'reference_code'},
+    # The reference code's training choices, for explaining disagreements.
+    'tf_dev': {'dev_metric': 'teacher_forced'},     # its dev metric (teacher forcing)
+    'random_batches': {'bucket_batches': False},     # its random (not length-bucketed) batches
+    'gate0': {'mono_gate_init': 0.0},               # a trainable MonoAttn gate, g = 0.5
 }
+# The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
+# under the reference code's dev metric, its random batches, both, and with a
+# trainable gate; RMonoAttn (what MonoAttn trains like with the default gate)
+# and OneStepAttn beside them.
+RECOPY_MONO_LABELS = ('mono.tf_dev', 'mono.random_batches', 'mono.tf_dev.random_batches',
+                      'mono.gate0', 'rmono')
 # Settings of the CFQ size (monoloc_jax/configs/cfq.py) applied to CFQ units.
 CFQ_SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
                 batch_size=128, qk_dim=128, decoder_init='backward_states')
@@ -68,6 +78,7 @@ def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
       'table4': _runs(TABLE2_TASKS, TABLE4_VARIANTS),
       'table6': _runs(('dedupe', 'posretrieve'), TABLE2_VARIANTS),
       'table7': _runs(TABLE2_TASKS, TABLE7_VARIANTS),
+      'recopy_mono': _runs(('recopy',), RECOPY_MONO_LABELS),
   }
 
 
@@ -103,6 +114,6 @@ def units(grids: Sequence[str], seeds: Sequence[int], cfq: bool = False) -> List
 
 
 # What a complete reproduction holds: a first pass of seed 0 over every grid,
-# then seeds 1 and 2 for Tables 2 and 3.
+# then seeds 1 and 2 for Tables 2 and 3 and the ReCopy / MonoAttn investigation.
 def expected_units(cfq: bool = False) -> List[Unit]:
-  return units(GRID_NAMES, [0], cfq) + units(('table2', 'table3'), [1, 2], cfq)
+  return units(GRID_NAMES, [0], cfq) + units(('table2', 'table3', 'recopy_mono'), [1, 2], cfq)
