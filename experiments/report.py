@@ -21,6 +21,8 @@ from absl import flags
 
 import grid as grids_lib  # experiments/grid.py
 
+from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PAPER = pathlib.Path(__file__).resolve().parent / 'data' / 'paper_results.md'
 
@@ -37,17 +39,13 @@ TASK_NAMES = {'copy': 'Copy', 'reverse_copy': 'Reverse Copy', 'lookup': 'Lookup'
               'inv_reverse_recopy': 'Inv Reverse ReCopy', 'dedupe': 'DeDupe',
               'posretrieve': 'PosRetrieve', 'scan_length': 'SCAN (length split)',
               'cfq_length': 'CFQ (length split)'}
-LOOKUP_SPLITS = ('test_long1', 'test_long3', 'test_long5')
 LENGTH_OF = {'test_15': '15', 'test_30': '30', 'test_100': '100', 'test_long1': '7',
              'test_long3': '9', 'test_long5': '11', 'test': ''}
 
 
 def splits_of(task: str) -> Tuple[str, ...]:
-  if task in ('lookup', 'reverse_lookup'):
-    return LOOKUP_SPLITS
-  if task in ('scan_length', 'cfq_length'):
-    return ('test',)
-  return ('test_15', 'test_30', 'test_100')
+  """The splits the paper reports for `task` (the task's own `paper_splits`)."""
+  return tasks.get(task).paper_splits
 
 
 def mark(acc: float) -> str:
