@@ -122,9 +122,8 @@ def _run(argv) -> None:
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
     results = inference.evaluate(_WORKDIR.value, given_config_fields())
-    config = ml_collections.ConfigDict(results['config'])
-    print(inference.format_table({k: results['test'][k] for k in results['last_evaluation']['splits']},
-                                 config))
+    scored = {k: results['test'][k] for k in results['last_evaluation']['splits']}
+    print(inference.format_table(scored, ml_collections.ConfigDict(results['config'])))
     return
   if _MODE.value == 'predict':
     if not _INPUTS.value:
@@ -179,7 +178,7 @@ def _parse_flags(argv):
   sys.exit(2)
 
 
-def resolve_config_arg(argv):
+def resolve_config_arg(argv: list) -> list:
   """argv with a named --config (`--config=quick`, or the README's path run from
   another directory) replaced by the package's file; exits with one line for an
   unknown name."""

@@ -83,15 +83,13 @@ def collect(paths: Sequence[str]) -> Tuple[List[Row], List[str]]:
       try:
         results = json.loads(f.read_text(encoding='utf-8'))
       except (OSError, ValueError):
-        if f == path:
-          raise errors.MonolocError(f'{f} is not a readable JSON file') from None
-        continue
+        continue                    # a log or image caught by a shell glob, not a result
       if isinstance(results, dict) and isinstance(results.get('test'), dict):
         rows.append(_row(str(f.parent if f.name == 'results.json' else f), results))
         found += 1
     if not found:
       why = ('training has not finished (no results.json)' if (path / 'config.json').exists()
-             else 'no results.json or result files')
+             else 'not a result file' if path.is_file() else 'no results.json or result files')
       notes.append(f'{arg}: {why}')
   return rows, notes
 

@@ -56,6 +56,7 @@ MAX_TICK_LABELS = 40
 # is cropped to that band (weight >= CROP_THRESHOLD, plus CROP_MARGIN columns).
 HEATMAP_MAX_INCHES = (14.0, 12.0)
 HEATMAP_MIN_INCHES = (4.5, 3.0)
+HEATMAP_MAX_ASPECT = 2.5
 CROP_FRACTION = 0.6
 CROP_THRESHOLD = 0.02
 CROP_MARGIN = 2
@@ -186,11 +187,14 @@ def attended_band(attention: np.ndarray, threshold: float = CROP_THRESHOLD,
 
 def heatmap_size(rows: int, cols: int) -> Tuple[float, float]:
   """(width, height) in inches of the heatmap: square cells of 0.05-0.18 inches that fit
-  in HEATMAP_MAX_INCHES, and at least HEATMAP_MIN_INCHES on each side."""
+  in HEATMAP_MAX_INCHES, at least HEATMAP_MIN_INCHES on each side, and at most
+  HEATMAP_MAX_ASPECT times as wide as high (then the cells are narrower than high)."""
   cell = min(HEATMAP_MAX_INCHES[0] / cols, HEATMAP_MAX_INCHES[1] / rows)
   cell = min(0.18, max(0.05, cell))
-  return (max(HEATMAP_MIN_INCHES[0], cell * cols + 1.5),
-          max(HEATMAP_MIN_INCHES[1], cell * rows + 1.2))
+  height = max(HEATMAP_MIN_INCHES[1], cell * rows + 1.2)
+  width = max(HEATMAP_MIN_INCHES[0], cell * cols + 1.5)
+  # A few output steps over a long input: narrower cells rather than a wide strip.
+  return min(width, max(HEATMAP_MIN_INCHES[0], HEATMAP_MAX_ASPECT * height)), height
 
 
 def _fitting_labels(inches: float, fontsize: float, wanted: int) -> int:

@@ -274,7 +274,8 @@ for model in MODELS:
   print(inference.format_table(results[model]['test'], make_config(model)), end='\\n\\n')
 
 splits = list(results[MODELS[0]]['test'])
-print(f"{'length':>8}" + ''.join(f'{variants.get(m).display_name + " (seeds)":>30}' for m in MODELS))
+names = [variants.get(m).display_name + ' (seeds)' for m in MODELS]
+print(f"{'length':>8}" + ''.join(f'{name:>30}' for name in names))
 for split in splits:
   cells = []
   for m in MODELS:
@@ -294,7 +295,8 @@ picks it from `results.json`; pass `seed_index=` for another), and the title
 names it. Rows are output steps (the emitted tokens, then `<eos>`), columns the encoder
 positions (START, the 100 input digits, END); long axes are labelled
 `index:token`. A decode that attends only a narrow band of a long input (a
-model that stops early) is cropped to that band, and the title says so. For Reverse Copy the correct attention is the
+model that stops early) is cropped to that band, and the title says so. For
+Reverse Copy the correct attention is the
 anti-diagonal: output step *t* reads input digit 100 − *t*. For OneStepAttn
 the dashed red line is μ, and the panels underneath show μ, σ and the step
 taken at every output step; α_dir is in the title.

@@ -39,9 +39,11 @@ def runs(tmp_path):
 
 
 def test_tables_group_by_task_order_splits_by_length_and_name_the_best_dev_seed(runs):
+  (runs / 'runs' / 'train.log').write_text('epoch 1 ...')   # caught by runs/*
   rows, notes = results_table.collect(sorted(str(p) for p in (runs / 'runs').iterdir())
                                       + [str(runs / 'results')])
-  assert notes == [f"{runs / 'runs' / 'unfinished'}: training has not finished (no results.json)"]
+  assert notes == [f"{runs / 'runs' / 'train.log'}: not a result file",
+                   f"{runs / 'runs' / 'unfinished'}: training has not finished (no results.json)"]
   (t1, h1, b1), (t2, h2, b2) = results_table.tables(rows, per_seed=True)
   assert t1.startswith('reverse_copy: sequence accuracy (%)')
   assert h1[-2:] == ['test_15', 'test_100']                       # by input length

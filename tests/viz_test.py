@@ -95,7 +95,8 @@ def test_attention_heatmap_short_input_labels_every_token(tmp_path):
   assert len(ax.get_xticks()) == 8 and len(ax.get_yticks()) == 7
   assert tick_texts(ax, 'x') == ['START', *d.source, 'END']
   assert tick_texts(ax, 'y') == [*d.output, '<eos>']
-  assert ax.get_xlabel() == 'input token (encoder position);  dashed red line: μ, the Gaussian mean'
+  assert ax.get_xlabel() == ('input token (encoder position);  dashed red line: μ, '
+                             'the Gaussian mean')
   assert ax.get_legend() is None                          # nothing drawn over the attention
   assert ax.get_ylabel() == 'output token (decoder step)'
   assert 'OneStepAttn' in ax.get_title() and 'α_dir = 1.00: forward' in ax.get_title()
@@ -187,6 +188,9 @@ def test_a_short_decode_of_a_long_input_is_cropped_to_the_attended_band(tmp_path
   assert_no_overlapping_tick_labels(fig)
   uncropped = viz.plot_attention(d, variant='onestep', crop=False)
   assert axes_by_label(uncropped)['attention'].images[0].get_array().shape == (8, 102)
+  width, height = uncropped.get_size_inches()    # no 16-inch strip when nothing can be cropped
+  assert width <= 2.5 * 3.5 + 3 and height >= 3
+  assert_no_overlapping_tick_labels(uncropped)
 
 
 def test_heatmap_title_names_the_seed_and_a_wide_input_keeps_readable_cells(tmp_path):
