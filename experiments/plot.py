@@ -15,7 +15,10 @@ Writes into the first --workdir:
   training_curves.<fmt>     loss and dev accuracy per epoch and seed.
 
 The heatmap's input is --example, or by default the first example of test_100
-for the digit tasks and of the run's first test split for the others.
+for the digit tasks and of the run's first test split for the others. It is
+decoded by the run's best-dev seed (or --seed_index), which the figure's title
+names (and the script reports on stderr). Runs of different tasks are refused:
+one length axis holds one task.
 """
 
 import pathlib
@@ -38,8 +41,9 @@ _EXAMPLE = flags.DEFINE_string(
     'example', None, 'Whitespace-separated input for the heatmap (default: the first example '
     "of the longest split the paper reports for the task, e.g. test_100).")
 _FORMAT = flags.DEFINE_enum('format', 'png', ['png', 'svg'], 'Image format.')
-_SEED_INDEX = flags.DEFINE_integer('seed_index', 0, 'Which seed of the run decodes the heatmap.',
-                                   lower_bound=0)
+_SEED_INDEX = flags.DEFINE_integer(
+    'seed_index', None, 'Which seed of the first run decodes the heatmap (0 = its config.seed); '
+    'default: the seed with the best dev accuracy.', lower_bound=0)
 
 
 def default_example(task: str, results: dict, config: dict):
@@ -54,12 +58,18 @@ def default_example(task: str, results: dict, config: dict):
   return tuple(source), tuple(target)
 
 
-def make_plots(workdirs, example=None, fmt='png', seed_index=0):
-  """Writes the three figures into workdirs[0]; returns their paths."""
+def make_plots(workdirs, example=None, fmt='png', seed_index=None, report=print):
+  """Writes the three figures into workdirs[0]; returns their paths.
+
+  seed_index: which seed of workdirs[0] decodes the heatmap; None = the best-dev
+  seed. `report` gets one line naming it.
+  """
   first = pathlib.Path(workdirs[0])
   results = viz.load_results(first)
-  for other in workdirs[1:]:
-    viz.load_results(other)  # a clear error before any work
+  tasks_of = {viz.load_results(wd).get('task') for wd in workdirs}  # a clear error before any work
+  if len(tasks_of) > 1:
+    raise errors.MonolocError(f"the runs are of different tasks ({', '.join(sorted(tasks_of))}); "
+                              'one length axis holds one task: plot each task separately')
   config = results.get('config', {})
   task, variant = results.get('task'), results.get('variant', results.get('model'))
   written = []
@@ -71,6 +81,7 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=0):
     steps = input_pipeline.bucket_length(len(target) + 11)
     decoded, = inference.decode_with_attention(str(first), [' '.join(source)],
                                                seed_index=seed_index, max_steps=steps)
+  report(f'heatmap: {decoded.seed.describe()}, input length {len(decoded.source)}')
   fig = viz.plot_attention(decoded, variant=variant)
   written.append(viz.save(fig, first / f'attention.{fmt}'))
 
@@ -98,7 +109,8 @@ def main(argv):
     sys.exit(2)
   logging.set_verbosity(logging.WARNING)
   try:
-    paths = make_plots(_WORKDIR.value, _EXAMPLE.value, _FORMAT.value, _SEED_INDEX.value)
+    paths = make_plots(_WORKDIR.value, _EXAMPLE.value, _FORMAT.value, _SEED_INDEX.value,
+                       report=lambda line: print(line, file=sys.stderr))
   except errors.MonolocError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -5,6 +5,7 @@ Everything here works on parameters with a leading seed axis [N, ...] (the
 trainer's layout) and needs no optimizer.
 """
 
+import json
 import pathlib
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -102,8 +103,13 @@ def aggregate(per_seed: List[Dict[str, float]]) -> Dict[str, Any]:
   return out
 
 
-def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config) -> Dict[str, Any]:
-  """Per-seed and aggregated metrics for every test split."""
+def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config,
+                    report: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+  """Per-seed and aggregated metrics for every test split.
+
+  report: called with one line per split once it is scored (samples, seeds,
+  median accuracy, seconds), e.g. `print`.
+  """
   results = {}
   for name, split in data.tests.items():
     t0 = time.time()
@@ -117,6 +123,9 @@ def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config) -
     results[name]['decode_s'] = time.time() - t0
     if split.n_unk:
       results[name]['n_unk'] = split.n_unk
+    if report is not None:
+      report(f"  {name:<12} {len(split)} samples x {tokens.shape[0]} seed(s): accuracy "
+             f"{results[name]['accuracy']:.1f}% (median)  {results[name]['decode_s']:.1f}s")
   return results
 
 
@@ -159,17 +168,37 @@ def restore_for_eval(workdir: str):
   return config, vocab, model, best
 
 
+# Config fields that `evaluate` may change: which test splits, how many samples of
+# each, and the batch size. Nothing else changes what a run's parameters compute.
+EVALUATE_OVERRIDES = ('test_splits', 'eval_size', 'eval_batch_size')
+
+
 def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-  """Re-scores an existing workdir's best checkpoint on the test splits."""
+  """Re-scores an existing workdir's best checkpoint on the test splits.
+
+  config_overrides: values of `EVALUATE_OVERRIDES` (test_splits, eval_size,
+  eval_batch_size) to use instead of the stored ones; any other field is refused.
+  The splits scored replace their entries in results.json (each entry records
+  its sample count `n`), and results.json's 'last_evaluation' records the
+  overrides used.
+  """
+  overrides = dict(config_overrides or {})
+  refused = sorted(set(overrides) - set(EVALUATE_OVERRIDES))
+  if refused:
+    raise errors.MonolocError(
+        f"--mode=evaluate cannot change config.{refused[0]}; it may change only "
+        f"{', '.join(EVALUATE_OVERRIDES)}")
   rundir.load_config(pathlib.Path(workdir))     # a clear error if this is no run directory
   with rundir.lock(pathlib.Path(workdir)):
-    return _evaluate(workdir, config_overrides)
+    return _evaluate(workdir, overrides)
 
 
-def _evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
   config, vocab, model, params = restore_for_eval(workdir)
-  if config_overrides:
-    config.update(config_overrides)
+  if overrides:
+    config.update(overrides)
+    from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+    configs.validate(config)
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
   test = evaluate_splits(make_eval_programs(model), params, data, config)
@@ -178,10 +207,66 @@ def _evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]]) -> Dict[
       'config': config.to_dict()}
   results['test'] = {**results.get('test', {}), **test}
   results['eval_time_s'] = time.time() - t0
+  results['last_evaluation'] = {'overrides': overrides, 'splits': list(test)}
   results.setdefault('wall_time_s', results['eval_time_s'])
   results['versions'] = rundir.versions()
   rundir.save_results(pathlib.Path(workdir), results)
   return results
+
+
+class SeedChoice(NamedTuple):
+  """Which seed of a run decodes: its index in the run, the model seed, its best dev
+  accuracy (%; None when unknown) and why it was chosen (a phrase, e.g. 'the best of
+  3 seeds' or '--seed_index=2')."""
+  index: int
+  seed: int
+  dev_accuracy: Optional[float]
+  reason: str
+
+  def describe(self) -> str:
+    """E.g. 'seed 1 (best dev accuracy 100.0%: the best of 3 seeds)'."""
+    dev = '' if self.dev_accuracy is None else f'best dev accuracy {self.dev_accuracy:.1f}%: '
+    return f'seed {self.seed} ({dev}{self.reason})'
+
+
+def best_dev_per_seed(workdir: str) -> Optional[List[float]]:
+  """Each seed's best dev accuracy (%): results.json's `dev.best_accuracy_per_seed`,
+  or, for a run that has not finished, the best dev accuracy in metrics.jsonl up to
+  the epoch the seed stopped. None when neither exists."""
+  workdir = pathlib.Path(workdir)
+  best = rundir.load_results(workdir).get('dev', {}).get('best_accuracy_per_seed')
+  if best:
+    return [float(x) for x in best]
+  path = workdir / rundir.HISTORY
+  if not path.exists():
+    return None
+  rows = [json.loads(l) for l in path.read_text(encoding='utf-8').splitlines() if l.strip()]
+  if not rows:
+    return None
+  dev = np.array([r['dev_accuracy'] for r in rows], np.float64)            # [epochs, N]
+  stopped = np.array([r.get('stopped', [False] * dev.shape[1]) for r in rows], bool)
+  active = np.cumsum(stopped, axis=0) - stopped == 0                      # up to the stop epoch
+  return np.where(active, dev, -np.inf).max(axis=0).tolist()
+
+
+def choose_seed(workdir: str, config, seed_index: Optional[int] = None) -> SeedChoice:
+  """The seed that decodes: `seed_index` when given, else the seed with the best dev
+  accuracy (the lowest index among ties). Raises MonolocError for an index out of range."""
+  seeds = rundir.seeds_of(config)
+  best = best_dev_per_seed(workdir)
+  if best is not None and len(best) != len(seeds):
+    best = None
+  if seed_index is None:
+    index = int(np.argmax(best)) if best else 0
+    reason = (f'the best of {len(seeds)} seeds' if best and len(seeds) > 1 else
+              'the only seed' if len(seeds) == 1 else 'the first; no dev accuracy recorded')
+  else:
+    if not 0 <= seed_index < len(seeds):
+      raise errors.MonolocError(
+          f'seed_index {seed_index} out of range; the run has {len(seeds)} seed(s): valid '
+          f'indices 0..{len(seeds) - 1} (seeds {", ".join(map(str, seeds))})')
+    index, reason = seed_index, f'--seed_index={seed_index} of {len(seeds)} seeds'
+  return SeedChoice(index, seeds[index], None if best is None else best[index], reason)
 
 
 class Decoded(NamedTuple):
@@ -191,22 +276,27 @@ class Decoded(NamedTuple):
   len(source) + 2] weights over START, the source tokens and END, one row per
   output token and one for `<eos>`; aux: per-step values [len(output) + 1]
   ('mu', 'sigma', 'step', 'mix' where the variant has them; mu and sigma in
-  normalised position units) and 'direction' (alpha_dir, a float).
+  normalised position units) and 'direction' (alpha_dir, a float); seed: the
+  `SeedChoice` of the run's seed that decoded.
   """
   source: Tuple[str, ...]
   output: Tuple[str, ...]
   attention: np.ndarray
   aux: Dict[str, Any]
+  seed: Optional[SeedChoice] = None   # which seed of the run decoded (None: not from a run)
 
 
-def decode_with_attention(workdir: str, inputs: Sequence[str], seed_index: int = 0,
+def decode_with_attention(workdir: str, inputs: Sequence[str],
+                          seed_index: Optional[int] = None,
                           max_steps: int = 0) -> List[Decoded]:
-  """Greedy-decodes whitespace-tokenised `inputs` with one seed's best parameters."""
+  """Greedy-decodes whitespace-tokenised `inputs` with one seed's best parameters.
+
+  seed_index: which of the run's seeds (0 = config.seed); default: the seed with
+  the best dev accuracy (`choose_seed`). Each `Decoded.seed` names the seed used.
+  """
   config, vocab, model, params = restore_for_eval(workdir)
-  if not 0 <= seed_index < config.seeds:
-    raise errors.MonolocError(f'seed_index {seed_index} out of range; the run has '
-                              f'{config.seeds} seed(s)')
-  one = jax.tree_util.tree_map(lambda x: x[seed_index], params)
+  choice = choose_seed(workdir, config, seed_index)
+  one = jax.tree_util.tree_map(lambda x: x[choice.index], params)
   greedy = jax.jit(lambda p, src, n, steps: model.apply({'params': p}, src, n, steps,
                                                         method=model.greedy),
                    static_argnums=3)
@@ -224,15 +314,24 @@ def decode_with_attention(workdir: str, inputs: Sequence[str], seed_index: int =
     rows = min(len(decoded) + 1, steps)
     aux = {k: np.asarray(v)[0, :rows] for k, v in res.aux.items() if k != 'direction'}
     aux['direction'] = float(np.asarray(res.aux['direction'])[0])
-    out.append(Decoded(tokens, decoded, np.asarray(res.attention)[0, :rows, :len(ids) + 2], aux))
+    out.append(Decoded(tokens, decoded, np.asarray(res.attention)[0, :rows, :len(ids) + 2], aux,
+                       choice))
   return out
 
 
-def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0):
-  """Greedy-decodes `inputs` with seed 0's best parameters.
+def attended_positions(decoded: Decoded) -> List[int]:
+  """The attended source position of each output token and `<eos>`: the argmax, as a
+  0-based source index; -1 = START, len(source) = END."""
+  return (decoded.attention.argmax(-1) - 1).tolist()
 
-  Returns, per input, (output tokens, attended source position per output
-  token and `<eos>`: the argmax, as a 0-based source index; -1 = START, n = END).
+
+def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0,
+            seed_index: Optional[int] = None):
+  """Greedy-decodes `inputs` with the best-dev seed's (or `seed_index`'s) best parameters.
+
+  Returns, per input, (output tokens, `attended_positions`). The seed used is
+  `decode_with_attention(...)[i].seed`, as the launcher prints it.
   """
-  return [(d.output, (d.attention.argmax(-1) - 1).tolist())
-          for d in decode_with_attention(workdir, inputs, max_steps=max_steps)]
+  return [(d.output, attended_positions(d))
+          for d in decode_with_attention(workdir, inputs, seed_index=seed_index,
+                                         max_steps=max_steps)]

@@ -1,10 +1,15 @@
 """Command-line launcher (installed as `monoloc-train`; also `python experiments/main.py`).
 
   monoloc-train --task=reverse_copy --model=onestep --seeds=5 --workdir=/tmp/run
-  monoloc-train --config=monoloc_jax/configs/quick.py --workdir=/tmp/quick
+  monoloc-train --config=quick --workdir=/tmp/quick      # a named config (configs/quick.py)
   monoloc-train --config.max_epochs=20 --config.learning_rate=5e-4 ...
-  monoloc-train --mode=evaluate --workdir=/tmp/run
+  monoloc-train --mode=evaluate --workdir=/tmp/run --config.test_splits=all --config.eval_size=500
   monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3 4 5" --inputs="9 8 7"
+  monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3" --seed_index=2
+
+--mode=predict decodes with the run's best-dev seed unless --seed_index picks one,
+and says which. --mode=evaluate may change config.test_splits, eval_size and
+eval_batch_size.
 
 The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
@@ -59,6 +64,10 @@ _SEEDS = flags.DEFINE_integer('seeds', None, 'Number of seeds trained together (
                               lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lookup files).')
 _INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
+_SEED_INDEX = flags.DEFINE_integer(
+    'seed_index', None, 'Which seed of the run decodes in --mode=predict (0 = config.seed); '
+    'default: the seed with the best dev accuracy.', lower_bound=0)
+HELP_FLAGS = ('-h', '--help', '--helpshort', '--helpfull', '-?')
 
 
 def _config_file_defaults() -> ml_collections.ConfigDict:
@@ -68,6 +77,13 @@ def _config_file_defaults() -> ml_collections.ConfigDict:
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config()
+
+
+def given_config_fields() -> dict:
+  """{field: value} of the --config.<field> values on this command line (those that
+  differ from the --config file's own)."""
+  given = ml_collections.ConfigDict(flags.FLAGS.config.to_dict())
+  return {field: new for field, _, new in rundir.config_changes(_config_file_defaults(), given)}
 
 
 def train_config(workdir: str) -> ml_collections.ConfigDict:
@@ -105,15 +121,18 @@ def _run(argv) -> None:
   from monoloc_jax import inference  # pylint: disable=g-import-not-at-top
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
-    results = inference.evaluate(_WORKDIR.value)
-    import ml_collections  # pylint: disable=g-import-not-at-top
-    print(inference.format_table(results['test'], ml_collections.ConfigDict(results['config'])))
+    results = inference.evaluate(_WORKDIR.value, given_config_fields())
+    scored = {k: results['test'][k] for k in results['last_evaluation']['splits']}
+    print(inference.format_table(scored, ml_collections.ConfigDict(results['config'])))
     return
   if _MODE.value == 'predict':
     if not _INPUTS.value:
       raise errors.MonolocError('--mode=predict needs at least one --inputs="tokens ..."')
-    for text, (output, positions) in zip(_INPUTS.value, inference.predict(_WORKDIR.value,
-                                                                       _INPUTS.value)):
+    decoded = inference.decode_with_attention(_WORKDIR.value, _INPUTS.value,
+                                              seed_index=_SEED_INDEX.value)
+    print(f'decoding with {decoded[0].seed.describe()}')
+    for text, d in zip(_INPUTS.value, decoded):
+      output, positions = d.output, inference.attended_positions(d)
       print(f'input : {text}')
       print(f"output: {' '.join(output)}")
       src = text.split()
@@ -159,8 +178,61 @@ def _parse_flags(argv):
   sys.exit(2)
 
 
+def resolve_config_arg(argv: list) -> list:
+  """argv with a named --config (`--config=quick`, or the README's path run from
+  another directory) replaced by the package's file; exits with one line for an
+  unknown name."""
+  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  out = list(argv)
+  for i, arg in enumerate(out):
+    if arg.startswith('--config='):
+      value, at = arg[len('--config='):], i
+    elif arg == '--config' and i + 1 < len(out):
+      value, at = out[i + 1], i + 1
+    else:
+      continue
+    try:
+      resolved = configs.resolve(value)
+    except errors.MonolocError as e:
+      print(f'error: {e}', file=sys.stderr)
+      sys.exit(2)
+    out[at] = f'--config={resolved}' if at == i else resolved
+  return out
+
+
+def help_text() -> str:
+  """`monoloc-train --help`: the usage, every flag, the named configs and every
+  --config.<field> with its default."""
+  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  lines = ['usage: monoloc-train --workdir=DIR [--task=... --model=... --seeds=N] '
+           '[--config=NAME|FILE.py] [--config.FIELD=VALUE ...]', '', __doc__.strip(), '',
+           'flags:']
+  module_flags = sorted(flags.FLAGS.get_flags_for_module(sys.modules[__name__]),
+                        key=lambda f: f.name)
+  for flag in module_flags:
+    if flag.name == 'config':
+      continue
+    default = '' if flag.default in (None, []) else f' (default: {flag.default})'
+    lines.append(f'  --{flag.name}: {flag.help}{default}')
+  lines += ['  --config: a named config or a config file (default: default)', '',
+            'named configs (--config=NAME):']
+  for name, path in configs.named_configs().items():
+    lines.append(f'  {name:<10} {configs.summary(path)}')
+  lines += ['', 'config fields (--config.FIELD=VALUE; defaults of configs/default.py):']
+  for field, default, comment in configs.field_help():
+    lines.append(f'  --config.{field}={default!r}' + (f'  # {comment}' if comment else ''))
+  lines += ['', 'environment: MONOLOC_CACHE_DIR (generated task data, default '
+            '~/.cache/monoloc_jax), MONOLOC_XLA_CACHE (compiled programs, default '
+            "~/.cache/monoloc_jax/xla; '' turns it off)."]
+  return '\n'.join(lines)
+
+
 def run() -> None:
   """Console-script entry point."""
+  if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+    print(help_text())
+    sys.exit(0)
+  sys.argv = resolve_config_arg(sys.argv)
   _define_config_flag(sys.argv)
   app.run(main, flags_parser=_parse_flags)
 

@@ -11,7 +11,6 @@ decoding a finished run are `inference.evaluate` / `inference.predict`.
 
 import dataclasses
 import pathlib
-import sys
 import time
 from typing import Any, Callable, Dict, NamedTuple, Sequence, Tuple
 
@@ -21,13 +20,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-import tqdm
 
 from monoloc_jax import checkpointing
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
+from monoloc_jax import logs
 from monoloc_jax import models
 from monoloc_jax import rundir
 from monoloc_jax.vocab import Vocabulary
@@ -259,6 +258,11 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
     rundir.truncate_history(workdir, tracker.epoch)
+  print(logs.header(config, workdir, data, seeds, tracker.epoch, model.variant.display_name),
+        flush=True)
+  # Event files are flushed every epoch; the writer is closed when the run ends.
+  writer = logs.MetricWriter(workdir, seeds, purge_step=tracker.epoch + 1 if restored else None)
+  bars = logs.progress_enabled(config)
 
   steps_per_epoch = ip.num_train_steps(data.train, config.batch_size, config.bucket_batches)
   train_time = 0.0
@@ -269,8 +273,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
     stats = EpochStats.zeros(n)
     batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
                                config.data_seed, data.vocab.sos_id, config.bucket_batches)
-    for batch in tqdm.tqdm(batches, total=steps_per_epoch, desc=f'epoch {epoch + 1}',
-                           leave=False, disable=not config.progress, file=sys.stderr):
+    for batch in logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}', bars):
       state, stats = programs.train_step(state, batch, stats)
     loss_sum, tokens, bad = (np.asarray(a) for a in stats)
     if (bad >= 0).any():
@@ -278,6 +281,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
       step_in_epoch = int(bad[seed_i]) - epoch * steps_per_epoch + 1
       kept = (f'the last good checkpoint (epoch {epoch}) is kept in {ckpt.directory}'
               if ckpt.latest_epoch() is not None else 'no epoch had finished, so no checkpoint')
+      writer.close()
       raise errors.MonolocError(
           f'non-finite loss at epoch {epoch + 1}, step {step_in_epoch} '
           f'(seed {seeds[seed_i]}); training stopped; {kept}')
@@ -292,21 +296,21 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
               'improved': improved.tolist(), 'stopped': (tracker.stopped & ~was_stopped).tolist(),
               'train_s': train_s, 'epoch_s': time.time() - t0}
     rundir.append_history(workdir, record)
+    writer.write_epoch(record)
     ckpt.save(tracker.epoch, {'state': state, 'best_params': best_params,
                               'tracker': tracker.to_tree()})
     logging.info('epoch %d  loss %s  dev acc %s  lr %s  %.1fs (train %.1fs)', tracker.epoch,
                  np.array2string(loss_sum / np.maximum(tokens, 1), precision=4),
                  np.array2string(100 * dev_acc, precision=2), tracker.lr, record['epoch_s'],
                  train_s)
-    if config.progress:
-      print(f"epoch {tracker.epoch:3d}  loss {np.mean(record['loss']):.4f}  dev acc "
-            f"{', '.join(f'{a:.1f}' for a in record['dev_accuracy'])}%  "
-            f"lr {', '.join(f'{x:.2g}' for x in tracker.lr)}  {record['epoch_s']:.1f}s",
-            flush=True)
+    print(logs.epoch_line(record), flush=True)
   ckpt.wait()
 
   t_eval = time.time()
-  test = inference.evaluate_splits(eval_programs, best_params, data, config)
+  print(f"testing each seed's best-dev parameters on {', '.join(data.tests)}", flush=True)
+  test = inference.evaluate_splits(eval_programs, best_params, data, config,
+                                   report=lambda line: print(line, flush=True))
+  writer.write_test(test, tracker.epoch)
   results = {
       'task': getattr(task, 'name', config.task), 'variant': getattr(variant, 'name', config.variant),
       'seeds': seeds,
@@ -323,4 +327,5 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
       'versions': rundir.versions(),
   }
   rundir.save_results(workdir, results)
+  writer.close()
   return results

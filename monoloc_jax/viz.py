@@ -19,7 +19,10 @@ directory, so they work on synthetic data as well as on finished runs:
 Tick rule of the heatmap (tests rely on it): an axis with n positions gets a
 label at every position when n <= max_tick_labels (default 40); otherwise at
 every k-th position, k = ceil(n / max_tick_labels), starting at 0, plus the
-last position (so START, END and `<eos>` are always labelled). Thinned labels
+last position (so START, END and `<eos>` are always labelled), which replaces
+the k-th position before it when the two are less than k/2 apart (their labels
+would overlap). Fewer labels are drawn where the figure has no room for
+max_tick_labels. Thinned labels
 read `index:token` (0-based; encoder position 0 is START), full ones just
 `token`. See `tick_positions`.
 
@@ -48,12 +51,23 @@ from monoloc_jax import errors
 PathLike = Union[str, pathlib.Path]
 
 MAX_TICK_LABELS = 40
+# Heatmap layout: cells are square, sized to fit HEATMAP_MAX_INCHES (width, height);
+# a decode that attends only inside a band narrower than CROP_FRACTION of the input
+# is cropped to that band (weight >= CROP_THRESHOLD, plus CROP_MARGIN columns).
+HEATMAP_MAX_INCHES = (14.0, 12.0)
+HEATMAP_MIN_INCHES = (4.5, 3.0)
+HEATMAP_MAX_ASPECT = 2.5
+CROP_FRACTION = 0.6
+CROP_THRESHOLD = 0.02
+CROP_MARGIN = 2
 # Per-step aux values drawn under the heatmap, in this order: key -> axis label.
 AUX_PANELS = (('mu', 'μ'), ('sigma', 'σ'), ('step', 'step'), ('mix', 'content mix'))
 SAVE_FORMATS = ('.png', '.svg')
 ACCURACY_LABEL = 'sequence accuracy (%)'
 LENGTH_LABEL = 'input length'
 BAND_GID = 'training-band'
+SEEDS_GID = 'seeds'          # gid prefix of each run's per-seed dots
+SEED_DOT_SPREAD = 1.035      # per-seed dots sit this factor apart along the length axis
 
 # Input lengths of the training data, per task family (see the module docstring).
 
@@ -118,7 +132,10 @@ def tick_positions(n: int, max_labels: int = MAX_TICK_LABELS) -> List[int]:
   k = max(1, math.ceil(n / max(1, max_labels)))
   ticks = list(range(0, n, k))
   if ticks[-1] != n - 1:
-    ticks.append(n - 1)
+    if len(ticks) > 1 and n - 1 - ticks[-1] < k / 2:
+      ticks[-1] = n - 1            # too close to the last position: its label would overlap
+    else:
+      ticks.append(n - 1)
   return ticks
 
 
@@ -157,8 +174,37 @@ def _as_decoded(decoded) -> Tuple[np.ndarray, List[str], List[str], Dict[str, An
   return attention, xlabels, ylabels, aux
 
 
+def attended_band(attention: np.ndarray, threshold: float = CROP_THRESHOLD,
+                  margin: int = CROP_MARGIN) -> Tuple[int, int]:
+  """[first, last] column any output step gives weight >= threshold, widened by
+  `margin` columns on each side (clipped to the array); all columns when none does."""
+  cols = attention.shape[1]
+  hit = np.flatnonzero(attention.max(axis=0) >= threshold)
+  if not hit.size:
+    return 0, cols - 1
+  return max(0, int(hit[0]) - margin), min(cols - 1, int(hit[-1]) + margin)
+
+
+def heatmap_size(rows: int, cols: int) -> Tuple[float, float]:
+  """(width, height) in inches of the heatmap: square cells of 0.05-0.18 inches that fit
+  in HEATMAP_MAX_INCHES, at least HEATMAP_MIN_INCHES on each side, and at most
+  HEATMAP_MAX_ASPECT times as wide as high (then the cells are narrower than high)."""
+  cell = min(HEATMAP_MAX_INCHES[0] / cols, HEATMAP_MAX_INCHES[1] / rows)
+  cell = min(0.18, max(0.05, cell))
+  height = max(HEATMAP_MIN_INCHES[1], cell * rows + 1.2)
+  width = max(HEATMAP_MIN_INCHES[0], cell * cols + 1.5)
+  # A few output steps over a long input: narrower cells rather than a wide strip.
+  return min(width, max(HEATMAP_MIN_INCHES[0], HEATMAP_MAX_ASPECT * height)), height
+
+
+def _fitting_labels(inches: float, fontsize: float, wanted: int) -> int:
+  """How many tick labels fit along `inches` without overlapping (1.6 line heights each)."""
+  return max(2, min(wanted, int(inches / (1.6 * fontsize / 72.0))))
+
+
 def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] = None,
-                   max_tick_labels: int = MAX_TICK_LABELS, cmap: str = 'viridis') -> Figure:
+                   max_tick_labels: int = MAX_TICK_LABELS, cmap: str = 'viridis',
+                   crop: bool = True) -> Figure:
   """Heatmap of one decode's attention, with its per-step values underneath.
 
   Dubois et al.'s Fig. 9: output steps (rows, y: output tokens and `<eos>`)
@@ -183,10 +229,25 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
     title: the figure title; default: the variant's name and the input length.
     variant: the run's variant slug; names the figure and says whether α_dir is
       meaningful. Without it, α_dir is shown whenever aux carries it.
-    max_tick_labels: the tick rule's threshold (see `tick_positions`).
+    max_tick_labels: the tick rule's threshold (see `tick_positions`); fewer
+      labels are drawn where they would not fit.
     cmap: the heatmap's colour map.
+    crop: when every output step attends inside a band narrower than
+      CROP_FRACTION of the input (a short or failed decode of a long input), show
+      only that band (`attended_band`); tick labels keep the input's indices and
+      the title says which positions are shown.
+
+  The default title names the variant, the seed that decoded (`Decoded.seed`,
+  with its best dev accuracy) and the input length.
   """
   attention, xlabels, ylabels, aux = _as_decoded(decoded)
+  seed = getattr(decoded, 'seed', None) if not isinstance(decoded, Mapping) else decoded.get('seed')
+  full_cols = attention.shape[1]
+  first, last = attended_band(attention) if crop else (0, full_cols - 1)
+  cropped = (last - first + 1) < CROP_FRACTION * full_cols
+  if not cropped:
+    first, last = 0, full_cols - 1
+  attention = attention[:, first:last + 1]
   direction = float(aux['direction']) if 'direction' in aux else 1.0
   rows, cols = attention.shape
   panels = [(key, label, np.asarray(aux[key], np.float64)) for key, label in AUX_PANELS
@@ -196,8 +257,7 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
     from monoloc_jax import variants  # pylint: disable=g-import-not-at-top
     show_direction &= variants.get(variant).direction_mixing
 
-  width = min(16.0, max(5.0, 0.13 * cols + 2.5))
-  heat_h = min(13.0, max(3.5, 0.13 * rows + 1.5))
+  width, heat_h = heatmap_size(rows, cols)
   panel_h = 1.0
   fig = Figure(figsize=(width, heat_h + panel_h * len(panels) + 0.6 * bool(panels)),
                layout='constrained')
@@ -207,10 +267,14 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
   image = ax.imshow(attention, aspect='auto', interpolation='nearest', cmap=cmap,
                     vmin=0.0, vmax=1.0)
   fig.colorbar(image, ax=ax, label='attention weight', fraction=0.04, pad=0.01)
-  fontsize = 8 if cols <= max_tick_labels else 7
-  xt = tick_positions(cols, max_tick_labels)
-  ax.set_xticks(xt, _tick_labels(xlabels, xt), rotation=90, fontsize=fontsize)
-  yt = tick_positions(rows, max_tick_labels)
+  fontsize = 8 if max(rows, cols) <= max_tick_labels else 7
+  xt = tick_positions(cols, _fitting_labels(width - 1.5, fontsize, max_tick_labels))
+  shown = xlabels[first:last + 1]
+  if cropped:
+    ax.set_xticks(xt, [f'{first + i}:{shown[i]}' for i in xt], rotation=90, fontsize=fontsize)
+  else:
+    ax.set_xticks(xt, _tick_labels(shown, xt), rotation=90, fontsize=fontsize)
+  yt = tick_positions(rows, _fitting_labels(heat_h - 1.2, fontsize, max_tick_labels))
   ax.set_yticks(yt, _tick_labels(ylabels, yt), fontsize=fontsize)
   ax.xaxis.set_minor_locator(ticker.NullLocator())
   ax.yaxis.set_minor_locator(ticker.NullLocator())
@@ -219,15 +283,22 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
   if 'mu' in aux and np.ndim(aux['mu']) == 1 and len(aux['mu']):
     mu = np.asarray(aux['mu'], np.float64)[:rows]
     mu = direction * mu + (1.0 - direction) * (1.0 - mu)
-    ax.plot(mu * (cols - 1), np.arange(len(mu)), ls='--', lw=1.0, color='tab:red', alpha=0.8,
-            label='μ (Gaussian mean)')
+    ax.plot(mu * (full_cols - 1) - first, np.arange(len(mu)), ls='--', lw=1.0, color='tab:red',
+            alpha=0.8, label='μ (Gaussian mean)')
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.legend(loc='upper right', fontsize=7, framealpha=0.7)
+    # Named in the axis label, not a legend: a legend box would sit on the attention.
+    ax.set_xlabel('input token (encoder position);  dashed red line: μ, the Gaussian mean')
 
   if title is None:
     name = display_name(variant) if variant else 'attention'
-    title = f'{name}: input length {cols - 2}' if xlabels[0] == 'START' else name
+    if seed is not None:
+      dev = '' if seed.dev_accuracy is None else f', best dev {seed.dev_accuracy:.1f}%'
+      name += f', seed {seed.seed}{dev}'
+    title = f'{name}: input length {full_cols - 2}' if xlabels[0] == 'START' else name
+  if cropped:
+    title += f'\n(input positions {first}–{last} of 0–{full_cols - 1} shown: the attended band)'
+
   if show_direction:
     reading = 'backward' if direction < 0.5 else 'forward'
     title += f'   (α_dir = {direction:.2f}: {reading})'
@@ -374,28 +445,47 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
 
   runs: {label: results dict or workdir}, a sequence of those (labelled by
   model name), or a single one. The training lengths are a shaded band (gid
-  'training-band'); with several seeds the per-seed range is shaded around
-  each run's median line. x ticks sit at the band's ends and at every length
-  drawn outside it.
+  'training-band'). x ticks sit at the band's ends and at every length
+  drawn outside it. Each run's line is its median over seeds; with several
+  seeds each seed's value is a hollow dot beside it (gid 'seeds:<label>'),
+  with one legend entry. The legend sits outside the axes. Runs of different
+  tasks are refused (their splits have different lengths).
   """
   named = _named_runs(runs)
-  task = named[0][1].get('task')
+  task_of = lambda results: results.get('task') or results.get('config', {}).get('task')
+  tasks_seen = {}
+  for label, results in named:
+    tasks_seen.setdefault(task_of(results), []).append(label)
+  if len(tasks_seen) > 1:
+    listing = '; '.join(f"{t}: {', '.join(labels)}" for t, labels in tasks_seen.items())
+    raise errors.MonolocError(f'runs of different tasks cannot share a length axis ({listing}); '
+                              'plot each task separately')
+  task = task_of(named[0][1])
   lo, hi = training_range(task)
-  fig = Figure(figsize=(6.4, 4.2), layout='constrained')
+  fig = Figure(figsize=(8.0, 4.2), layout='constrained')
   ax = fig.add_subplot()
   ax.set_label('accuracy_vs_length')
   band = ax.fill_between([lo, hi], -5, 105, color='0.85', alpha=0.6, lw=0,
                          label=f'training lengths ({lo:g}–{hi:g})')
   band.set_gid(BAND_GID)
   lengths = {lo, hi}
+  with_seeds = False
   for label, results in named:
     rows = accuracy_by_length(results, metric)
     x = [r[0] for r in rows]
     y = [r[2] for r in rows]
     line, = ax.plot(x, y, marker='o', ms=5, lw=1.6, label=label, clip_on=False, zorder=3)
-    if any(len(r[3]) > 1 for r in rows):
-      ax.fill_between(x, [min(r[3] or [r[2]]) for r in rows], [max(r[3] or [r[2]]) for r in rows],
-                      color=line.get_color(), alpha=0.15, lw=0)
+    seeds_x, seeds_y = [], []
+    for length, _, _, per_seed in rows:
+      if len(per_seed) > 1:          # side by side, a few % apart on the log axis
+        offsets = SEED_DOT_SPREAD ** (np.arange(len(per_seed)) - (len(per_seed) - 1) / 2)
+        seeds_x += list(length * offsets)
+        seeds_y += per_seed
+    if seeds_x:
+      dots = ax.scatter(seeds_x, seeds_y, s=14, facecolors='none', edgecolors=line.get_color(),
+                        linewidths=0.9, alpha=0.8, zorder=4, clip_on=False)
+      dots.set_gid(f'{SEEDS_GID}:{label}')
+      with_seeds = True
     lengths.update(v for v in x if not lo < v < hi)
   ax.set_xscale('log')
   ticks = sorted(lengths)
@@ -408,7 +498,13 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   ax.set_xlabel(LENGTH_LABEL)
   ax.set_ylabel(ACCURACY_LABEL if metric == 'accuracy' else f'{metric} (%)')
   ax.grid(alpha=0.3)
-  ax.legend(loc='lower left', fontsize=8)
+  handles, labels = ax.get_legend_handles_labels()
+  if with_seeds:
+    from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
+    handles.append(Line2D([], [], ls='none', marker='o', mfc='none', mec='0.3', ms=5))
+    labels.append('single seeds (lines: median)')
+  ax.legend(handles, labels, loc='upper left', bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+            fontsize=8)                              # outside the axes: never on the data
   ax.set_title(title or f'{task}: trained on lengths {lo:g}–{hi:g}')
   return fig
 
@@ -460,7 +556,8 @@ def plot_training_curves(history, seeds: Optional[Sequence[int]] = None,
                                else ticker.MaxNLocator(integer=True))
     ax.set_xlim(epochs.min() - 0.5, epochs.max() + 0.5)
     ax.grid(alpha=0.3)
-  ax_dev.legend(fontsize=8, loc='lower right')
+  ax_dev.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1.0),
+                borderaxespad=0.0)                  # outside the axes: never on the curves
   if title:
     fig.suptitle(title)
   return fig

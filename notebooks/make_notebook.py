@@ -9,18 +9,38 @@ runs the notebook top to bottom with MONOLOC_NOTEBOOK_SMOKE=1.
 """
 
 import pathlib
+import re
 import sys
 
 import nbformat
 
 NOTEBOOK = pathlib.Path(__file__).resolve().parent / 'monoloc_jax_colab.ipynb'
+PYPROJECT = NOTEBOOK.parent.parent / 'pyproject.toml'
+NOTEBOOK_PATH = 'notebooks/monoloc_jax_colab.ipynb'
+BRANCH = 'main'
+
+
+def repo_url() -> str:
+  """The published repository: pyproject.toml's [project.urls] Repository, the one place."""
+  m = re.search(r'^Repository\s*=\s*"([^"]+)"', PYPROJECT.read_text(encoding='utf-8'), re.M)
+  if not m:
+    raise SystemExit(f'{PYPROJECT} has no [project.urls] Repository')
+  return m.group(1).rstrip('/')
+
+
+def colab_url(url: str) -> str:
+  """The Open-in-Colab address of the notebook in the GitHub repository `url`."""
+  return (url.replace('https://github.com/', 'https://colab.research.google.com/github/')
+          + f'/blob/{BRANCH}/{NOTEBOOK_PATH}')
 
 INTRO = """\
+[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})
+
 # Monotonic location attention: length generalization in JAX
 
 This notebook reproduces the core result of **"Monotonic Location Attention for
 Length Generalization"** (Ray Chowdhury & Caragea, ICML 2023) with
-[`monoloc_jax`](../README.md).
+[`monoloc_jax`]({repo}#readme).
 
 A GRU seq2seq model learns **Reverse Copy** (output = the input reversed) from
 inputs of 5–10 digits, and is then tested on inputs of 15, 30 and **100** digits.
@@ -38,22 +58,30 @@ What you will see:
 
 1. the install and the detected devices (TPU, GPU or CPU);
 2. one location-attention distribution, computed by the library's jittable kernels;
-3. both models trained on Reverse Copy (seconds to minutes on an accelerator);
-4. the accuracy-versus-length table and curve (training lengths shaded);
-5. the attention heatmaps of a length-100 example: OneStepAttn walks the
-   anti-diagonal one step at a time; below each heatmap are the per-step values
-   μ, σ and step where the variant has them.
+3. both models trained on Reverse Copy, **three seeds each in one vmapped
+   program**: a single seed can settle in a basin that fits the training
+   lengths and does not extrapolate (seed 0 of OneStepAttn does, in this
+   setting), which is why the paper reports medians over seeds;
+4. the accuracy-versus-length table and curve (training lengths shaded; the
+   line is the median over seeds, the dots single seeds);
+5. the attention heatmaps of a length-100 example, decoded by each model's
+   **best-dev seed** (named in the title): OneStepAttn walks the anti-diagonal
+   one step at a time; below each heatmap are the per-step values μ, σ and step
+   where the variant has them.
 
-On Colab, pick *Runtime → Change runtime type → GPU or TPU* first. Set
+The notebook runs on whatever runtime you pick (*Runtime → Change runtime type*;
+a GPU or TPU makes the full setting take minutes instead of tens of minutes on a
+CPU). Runs are saved to Google Drive when you allow it (step 4), so a
+disconnect loses nothing: rerunning the notebook reloads finished runs. Set
 `MONOLOC_NOTEBOOK_SMOKE=1` (as the test suite does) for a tiny CPU setting that
 runs in about a minute; the models are then undertrained and the figures only
 show that everything runs.
 """
 
 INSTALL = """\
-# 1. Install monoloc_jax: from this checkout when the notebook runs inside one,
-# else from git (set MONOLOC_GIT_URL, or paste the repository URL below).
-# Nothing is installed when monoloc_jax is already importable.
+# 1. Install monoloc_jax. Nothing is installed when it is already importable; else
+# from this checkout when the notebook runs inside one (pip install -e), else with
+# pip from the repository (REPO_URL; MONOLOC_REPO_URL overrides it).
 import importlib
 import importlib.util
 import os
@@ -61,8 +89,8 @@ import pathlib
 import subprocess
 import sys
 
+REPO_URL = os.environ.get('MONOLOC_REPO_URL', '{repo}')
 SMOKE = os.environ.get('MONOLOC_NOTEBOOK_SMOKE') == '1'   # tiny CPU setting (the test suite's)
-GIT_URL = os.environ.get('MONOLOC_GIT_URL', '')            # e.g. https://github.com/<owner>/monoloc_jax
 
 
 def find_checkout():
@@ -82,11 +110,8 @@ else:
   repo = find_checkout()
   if repo is not None:
     cmd = [sys.executable, '-m', 'pip', 'install', '-q', '-e', str(repo)]
-  elif GIT_URL:
-    cmd = [sys.executable, '-m', 'pip', 'install', '-q', f'monoloc_jax @ git+{GIT_URL}']
   else:
-    raise RuntimeError('monoloc_jax is not installed and this notebook is not inside a checkout: '
-                       'set GIT_URL above (or the MONOLOC_GIT_URL / MONOLOC_REPO variables)')
+    cmd = [sys.executable, '-m', 'pip', 'install', '-q', f'monoloc_jax @ git+{{REPO_URL}}']
   print('$', ' '.join(cmd))
   subprocess.run(cmd, check=True)
   importlib.invalidate_caches()
@@ -161,14 +186,23 @@ display(viz.plot_location_distribution(mu, sigma, length, weights=[weights]))
 TRAIN_MD = """\
 ## 4. Train OneStepAttn and Relative on Reverse Copy
 
-A small protocol: the paper's data (10,000 training inputs of 5–10 digits), one
-seed, 3 epochs (the paper trains up to 100), and 500 test inputs per length.
-That takes seconds per epoch on a GPU or TPU. The smoke setting
-(`MONOLOC_NOTEBOOK_SMOKE=1`) trains on 300 inputs for one epoch and tests 30
-inputs of lengths 15, 30 and 100.
+A small protocol: the paper's data (10,000 training inputs of 5–10 digits),
+**3 seeds (0, 1, 2) trained together in one vmapped program**, 3 epochs (the
+paper trains up to 100), and 500 test inputs per length. That takes seconds per
+epoch on a GPU or TPU. The smoke setting (`MONOLOC_NOTEBOOK_SMOKE=1`) trains on
+300 inputs for one epoch and tests 30 inputs of lengths 15 and 100.
+
+**Where the runs go.** On Colab, with `USE_DRIVE = True`, the notebook asks to
+mount your Google Drive and writes to `MyDrive/monoloc_jax_runs/`; a finished
+run found there is loaded instead of retrained, and an interrupted one resumes
+from its last epoch. Elsewhere (or with `USE_DRIVE = False`) runs go to
+`./monoloc_jax_runs` (`MONOLOC_NOTEBOOK_WORKDIR` overrides both); the smoke
+setting uses a temporary directory. Each run also writes TensorBoard files:
+`%load_ext tensorboard` and `%tensorboard --logdir <root>` show them.
 """
 
 TRAIN = """\
+import json
 import tempfile
 import time
 
@@ -178,14 +212,29 @@ from monoloc_jax.configs import default
 from monoloc_jax import variants
 
 MODELS = ('onestep', 'relative')
+SEEDS = 3                 # trained together in one vmapped program
+USE_DRIVE = True          # on Colab: keep the runs in Google Drive
+
+
+def runs_root():
+  \"\"\"Where the runs go (see the text above).\"\"\"
+  if os.environ.get('MONOLOC_NOTEBOOK_WORKDIR'):
+    return pathlib.Path(os.environ['MONOLOC_NOTEBOOK_WORKDIR'])
+  if SMOKE:
+    return pathlib.Path(tempfile.mkdtemp(prefix='monoloc_notebook_'))
+  if USE_DRIVE and importlib.util.find_spec('google.colab') is not None:
+    from google.colab import drive  # pylint: disable=g-import-not-at-top
+    drive.mount('/content/drive')
+    return pathlib.Path('/content/drive/MyDrive/monoloc_jax_runs')
+  return pathlib.Path('monoloc_jax_runs').resolve()
 
 
 def make_config(model):
   c = default.get_config()
-  c.task, c.variant, c.progress = 'reverse_copy', model, False
+  c.task, c.variant, c.seeds, c.progress = 'reverse_copy', model, SEEDS, False
   if SMOKE:
     c.train_size, c.eval_size, c.max_epochs = 300, 30, 1
-    c.test_splits = 'test_15,test_30,test_100'
+    c.test_splits = 'test_15,test_100'
     c.eval_batch_size, c.bucket_batches = 32, False   # fewer programs to compile on a CPU
   else:
     c.train_size, c.eval_size, c.max_epochs = 0, 500, 3
@@ -193,22 +242,31 @@ def make_config(model):
   return c
 
 
-root = pathlib.Path(tempfile.mkdtemp(prefix='monoloc_notebook_'))
+root = runs_root() / ('smoke' if SMOKE else 'reverse_copy_3epochs')
+print('runs in', root)
 workdirs, results = {}, {}
 for model in MODELS:
   t0 = time.time()
   workdirs[model] = root / model
-  results[model] = train.train_and_evaluate(make_config(model), str(workdirs[model]))
-  dev = results[model]['dev']['best_accuracy_per_seed'][0]
-  print(f'{variants.get(model).display_name:<12} {results[model]["epochs"]} epoch(s), best dev accuracy '
-        f'{dev:.1f}%, {time.time() - t0:.0f}s  -> {workdirs[model]}')
+  done = workdirs[model] / 'results.json'
+  if done.exists():          # finished earlier (e.g. before a disconnect): load it
+    results[model] = json.loads(done.read_text())
+  else:                      # trains, or resumes an interrupted run from its last epoch
+    results[model] = train.train_and_evaluate(make_config(model), str(workdirs[model]))
+  dev = results[model]['dev']['best_accuracy_per_seed']
+  seeds = results[model]['seeds']
+  print(f'{variants.get(model).display_name:<12} seeds {", ".join(map(str, seeds))}: '
+        f'{results[model]["epochs"]} epoch(s), best dev accuracy per seed '
+        f'{", ".join(f"{d:.1f}" for d in dev)}%, {time.time() - t0:.0f}s  -> {workdirs[model]}')
 """
 
 RESULTS_MD = """\
 ## 5. Accuracy versus length
 
-Sequence accuracy (the whole output must be right) per test length. The shaded
-band is the training range; the length axis is logarithmic.
+Sequence accuracy (the whole output must be right) per test length: the median
+over the three seeds (the paper's statistic), with each seed's value beside it.
+In the figure the line is the median and the hollow dots are single seeds; the
+shaded band is the training range; the length axis is logarithmic.
 """
 
 RESULTS = """\
@@ -216,10 +274,15 @@ for model in MODELS:
   print(inference.format_table(results[model]['test'], make_config(model)), end='\\n\\n')
 
 splits = list(results[MODELS[0]]['test'])
-print(f"{'length':>8}" + ''.join(f'{variants.get(m).display_name:>14}' for m in MODELS))
+names = [variants.get(m).display_name + ' (seeds)' for m in MODELS]
+print(f"{'length':>8}" + ''.join(f'{name:>30}' for name in names))
 for split in splits:
-  print(f"{viz.split_length('reverse_copy', split):>8g}"
-        + ''.join(f"{results[m]['test'][split]['accuracy']:>13.1f}%" for m in MODELS))
+  cells = []
+  for m in MODELS:
+    r = results[m]['test'][split]
+    per_seed = '/'.join(f"{s['accuracy']:.0f}" for s in r['per_seed'])
+    cells.append(f"{r['accuracy']:>13.1f}% ({per_seed})".rjust(30))
+  print(f"{viz.split_length('reverse_copy', split):>8g}" + ''.join(cells))
 
 display(viz.plot_accuracy_vs_length({variants.get(m).display_name: results[m] for m in MODELS}))
 """
@@ -227,9 +290,13 @@ display(viz.plot_accuracy_vs_length({variants.get(m).display_name: results[m] fo
 HEATMAP_MD = """\
 ## 6. Attention on a length-100 input
 
-Rows are output steps (the emitted tokens, then `<eos>`), columns the encoder
-positions (START, the 100 input digits, END); every third position is
-labelled `index:token`. For Reverse Copy the correct attention is the
+Each model decodes with its **best-dev seed** (`inference.decode_with_attention`
+picks it from `results.json`; pass `seed_index=` for another), and the title
+names it. Rows are output steps (the emitted tokens, then `<eos>`), columns the encoder
+positions (START, the 100 input digits, END); long axes are labelled
+`index:token`. A decode that attends only a narrow band of a long input (a
+model that stops early) is cropped to that band, and the title says so. For
+Reverse Copy the correct attention is the
 anti-diagonal: output step *t* reads input digit 100 − *t*. For OneStepAttn
 the dashed red line is μ, and the panels underneath show μ, σ and the step
 taken at every output step; α_dir is in the title.
@@ -246,8 +313,9 @@ for model in MODELS:
       str(workdirs[model]), [' '.join(source)],
       max_steps=input_pipeline.bucket_length(len(target) + 11))
   correct = sum(a == b for a, b in zip(decoded.output, target))
-  print(f'{variants.get(model).display_name}: {len(decoded.output)} tokens out, {correct} of the first '
-        f'{len(target)} correct, exact match: {decoded.output == tuple(target)}')
+  print(f'{variants.get(model).display_name}, {decoded.seed.describe()}: {len(decoded.output)} '
+        f'tokens out, {correct} of the first {len(target)} correct, exact match: '
+        f'{decoded.output == tuple(target)}')
   display(viz.plot_attention(decoded, variant=model))
 """
 
@@ -259,15 +327,21 @@ OUTRO = """\
   moves one position per step, so the model is as accurate at length 100 as at
   length 10. Relative attends correctly while the output is short and drifts or
   blurs later, and its accuracy falls off outside the shaded band.
+* The seeds differ: look at the per-seed numbers in step 5. A seed that fits the
+  training lengths without extrapolating is a known failure mode of this
+  setting; the median over seeds and the best-dev seed are robust to it.
 * `python experiments/plot.py --workdir=<run>` writes the same figures for any
-  run; `monoloc-train --task=... --model=...` trains the other tasks and the
-  other 19 variants.
+  run; `monoloc-results <root>/*` tabulates runs; `monoloc-train --task=...
+  --model=...` trains the other tasks and the other 19 variants.
 """
 
 
 def build() -> nbformat.NotebookNode:
   """The notebook; cell ids are fixed so that regenerating it gives the same file."""
-  cells = [('md', INTRO), ('code', INSTALL), ('md', DEVICES_MD), ('code', DEVICES),
+  url = repo_url()
+  intro = INTRO.replace('{colab}', colab_url(url)).replace('{repo}', url)
+  install = INSTALL.replace('{repo}', url).replace('{{REPO_URL}}', '{REPO_URL}')
+  cells = [('md', intro), ('code', install), ('md', DEVICES_MD), ('code', DEVICES),
            ('md', KERNEL_MD), ('code', KERNEL), ('md', TRAIN_MD), ('code', TRAIN),
            ('md', RESULTS_MD), ('code', RESULTS), ('md', HEATMAP_MD), ('code', HEATMAP),
            ('md', OUTRO)]
@@ -278,7 +352,6 @@ def build() -> nbformat.NotebookNode:
   nb.metadata = {
       'kernelspec': {'display_name': 'Python 3', 'language': 'python', 'name': 'python3'},
       'language_info': {'name': 'python'},
-      'accelerator': 'GPU',
       'colab': {'provenance': [], 'name': 'monoloc_jax_colab.ipynb'},
   }
   return nb

@@ -47,6 +47,26 @@ def test_committed_notebook_matches_its_generator():
       'notebooks/monoloc_jax_colab.ipynb is stale: run python notebooks/make_notebook.py')
 
 
+def test_notebook_is_launchable_from_the_published_repository():
+  """One repository URL (pyproject.toml's [project.urls] Repository) feeds the Colab badge,
+  the README link and the install cell; no placeholder link, no runtime forced."""
+  spec = importlib.util.spec_from_file_location('make_notebook', GENERATOR)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  url = module.repo_url()
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  intro, install = nb.cells[0].source, nb.cells[1].source
+  badge = url.replace('https://github.com/', 'https://colab.research.google.com/github/')
+  assert f'({badge}/blob/main/notebooks/monoloc_jax_colab.ipynb)' in intro
+  assert 'colab-badge.svg' in intro and f'({url}#readme)' in intro
+  assert '../README.md' not in intro and '<owner>' not in install
+  assert f"REPO_URL = os.environ.get('MONOLOC_REPO_URL', '{url}')" in install
+  assert "f'monoloc_jax @ git+{REPO_URL}'" in install and 'raise' not in install
+  assert 'accelerator' not in nb.metadata
+  training = nb.cells[7].source
+  assert 'SEEDS = 3' in training and 'drive.mount(' in training
+
+
 def _write_kernelspec(jupyter_dir: pathlib.Path) -> None:
   kernel_dir = jupyter_dir / 'kernels' / KERNEL_NAME
   kernel_dir.mkdir(parents=True)
@@ -91,8 +111,10 @@ def test_notebook_runs_top_to_bottom_in_smoke_mode(tmp_path, monkeypatch):
   assert 'default backend: ' in _text(devices)
   assert 'sum = 1.0' in _text(kernel)
   assert 'OneStepAttn' in _text(training) and 'Relative' in _text(training)
+  assert _text(training).count('seeds 0, 1, 2: ') == 2          # three seeds in one program
   assert 'test_100' in _text(table)
   assert 'input (100 digits)' in _text(heatmaps)
+  assert _text(heatmaps).count('best dev accuracy') == 2         # each names its best-dev seed
   images = {i: sum('image/png' in o.get('data', {}) for o in c.outputs)
             for i, c in enumerate(code)}
   assert images[2] == 1 and images[4] == 1 and images[5] == 2, images

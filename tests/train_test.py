@@ -186,19 +186,25 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
   assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def test_cli_trains_evaluates_and_predicts(tmp_path):
-  common = [f'--workdir={tmp_path}', '--task=copy', '--config.train_size=300',
-            '--config.eval_size=50', '--config.max_epochs=1', '--config.test_splits=test_15',
-            '--config.progress=False']
-  proc = _cli(*common)
+@pytest.fixture(scope='module')
+def cli_run(tmp_path_factory):
+  """A tiny 2-seed run trained through the CLI, stdout and stderr captured (not a TTY)."""
+  workdir = tmp_path_factory.mktemp('cli_run')
+  proc = _cli(f'--workdir={workdir}', '--task=copy', '--seeds=2', '--config.train_size=300',
+              '--config.eval_size=50', '--config.max_epochs=1', '--config.test_splits=test_15')
+  return workdir, proc
+
+
+def test_cli_trains_evaluates_and_predicts(cli_run):
+  workdir, proc = cli_run
   assert proc.returncode == 0, proc.stderr
   assert 'test_15' in proc.stdout and 'acc %' in proc.stdout
-  proc = _cli(f'--workdir={tmp_path}', '--mode=evaluate')
+  proc = _cli(f'--workdir={workdir}', '--mode=evaluate')
   assert proc.returncode == 0 and 'test_15' in proc.stdout, proc.stderr
-  proc = _cli(f'--workdir={tmp_path}', '--mode=predict', '--inputs=1 2 3 4 5')
+  proc = _cli(f'--workdir={workdir}', '--mode=predict', '--inputs=1 2 3 4 5')
   assert proc.returncode == 0, proc.stderr
   assert 'output:' in proc.stdout and 'attends:' in proc.stdout
-  proc = _cli(f'--workdir={tmp_path}', '--mode=predict')
+  proc = _cli(f'--workdir={workdir}', '--mode=predict')
   assert proc.returncode == 2 and 'needs at least one --inputs' in proc.stderr
 
 
@@ -319,3 +325,144 @@ def test_a_second_process_on_the_same_workdir_is_refused(tmp_path):
     with pytest.raises(errors.MonolocError, match=r'is in use by another process \(pid \d+\)'):
       train.train_and_evaluate(small_config(max_epochs=1), str(tmp_path))
   assert not (tmp_path / 'config.json').exists()
+
+
+
+# ---------------------------------------------------------------------------
+# First use (issue 12): seed choice, evaluate overrides, logs, help, named configs.
+# ---------------------------------------------------------------------------
+def test_logs_in_a_file_have_no_carriage_returns_and_keep_epoch_lines(cli_run):
+  """progress=True (the default) with stderr redirected: no tqdm bars, but the header,
+  the epoch line and one line per test split; TensorBoard files beside metrics.jsonl."""
+  workdir, proc = cli_run
+  assert proc.returncode == 0, proc.stderr
+  assert '\r' not in proc.stderr and '\r' not in proc.stdout
+  lines = proc.stdout.splitlines()
+  assert lines[0].startswith('monoloc_jax: jax ') and 'devices: ' in lines[0]
+  assert lines[1].startswith('run: OneStepAttn on copy, seed(s) 0, 1 (2 in one vmapped program)')
+  assert any(l.startswith('config: ') and 'train_size=300' in proc.stdout for l in lines)
+  assert sum(l.startswith('epoch   1  loss ') for l in lines) == 1
+  assert any(l.strip().startswith('test_15      50 samples x 2 seed(s): accuracy') for l in lines)
+
+
+def _tensorboard_scalars(path):
+  """{tag: [(step, value)]} of one tensorboardX event file (TFRecord of Event protos)."""
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  data, out, at = path.read_bytes(), {}, 0
+  while at < len(data):
+    n = int.from_bytes(data[at:at + 8], 'little')
+    event = event_pb2.Event.FromString(data[at + 12:at + 12 + n])
+    at += 12 + n + 4
+    for v in event.summary.value:
+      out.setdefault(v.tag, []).append((event.step, v.simple_value))
+  return out
+
+
+def test_tensorboard_event_files_hold_the_epoch_scalars_of_each_seed(cli_run):
+  workdir, _ = cli_run
+  rows = history(workdir)
+  for i, seed in enumerate((0, 1)):
+    event_file, = (workdir / 'tensorboard' / f'seed_{seed}').glob('events.out.tfevents.*')
+    scalars = _tensorboard_scalars(event_file)
+    np.testing.assert_allclose([v for _, v in scalars['dev/accuracy']],
+                               [r['dev_accuracy'][i] for r in rows], rtol=1e-6)
+    np.testing.assert_allclose([v for _, v in scalars['train/loss']],
+                               [r['loss'][i] for r in rows], rtol=1e-6)
+    assert [s for s, _ in scalars['train/loss']] == [r['epoch'] for r in rows]
+    assert 'test/accuracy/test_15' in scalars
+
+
+def test_progress_bars_only_on_a_terminal():
+  from monoloc_jax import logs  # pylint: disable=g-import-not-at-top
+
+  class Stream:
+    def __init__(self, tty):
+      self.tty = tty
+
+    def isatty(self):
+      return self.tty
+
+  assert logs.progress_enabled(small_config(progress=True), Stream(True))
+  assert not logs.progress_enabled(small_config(progress=True), Stream(False))
+  assert not logs.progress_enabled(small_config(progress=False), Stream(True))
+  assert list(logs.progress(iter(range(5)), 5, 'epoch 1', enabled=False)) == list(range(5))
+
+
+def test_predict_decodes_with_the_best_dev_seed_and_says_so(cli_run):
+  workdir, _ = cli_run
+  results = json.loads((workdir / 'results.json').read_text())
+  results['dev']['best_accuracy_per_seed'] = [10.0, 90.0]       # seed 1 is the best
+  (workdir / 'results.json').write_text(json.dumps(results))
+  best, = inference.decode_with_attention(str(workdir), ['1 2 3 4 5 6'])
+  assert (best.seed.index, best.seed.seed, best.seed.dev_accuracy) == (1, 1, 90.0)
+  asked, = inference.decode_with_attention(str(workdir), ['1 2 3 4 5 6'], seed_index=1)
+  np.testing.assert_array_equal(best.attention, asked.attention)
+  first, = inference.decode_with_attention(str(workdir), ['1 2 3 4 5 6'], seed_index=0)
+  assert first.seed.index == 0 and first.seed.reason.startswith('--seed_index=0')
+  proc = _cli(f'--workdir={workdir}', '--mode=predict', '--inputs=1 2 3')
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.splitlines()[0] == ('decoding with seed 1 (best dev accuracy 90.0%: '
+                                         'the best of 2 seeds)')
+  proc = _cli(f'--workdir={workdir}', '--mode=predict', '--inputs=1 2 3', '--seed_index=5')
+  assert proc.returncode == 2
+  assert proc.stderr.strip() == ('error: seed_index 5 out of range; the run has 2 seed(s): '
+                                 'valid indices 0..1 (seeds 0, 1)')
+
+
+def test_best_dev_seed_of_an_unfinished_run_comes_from_metrics_jsonl(tmp_path):
+  config = small_config(seeds=3)
+  (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in [
+      {'epoch': 1, 'dev_accuracy': [10.0, 20.0, 30.0], 'stopped': [False, False, False]},
+      {'epoch': 2, 'dev_accuracy': [15.0, 95.0, 40.0], 'stopped': [False, True, False]},
+      {'epoch': 3, 'dev_accuracy': [50.0, 99.0, 45.0], 'stopped': [False, False, False]}]))
+  assert inference.best_dev_per_seed(str(tmp_path)) == [50.0, 95.0, 45.0]   # 99 came after the stop
+  assert inference.choose_seed(str(tmp_path), config).index == 1
+
+
+def test_evaluate_applies_test_split_and_size_overrides_from_another_directory(cli_run, tmp_path):
+  """--mode=evaluate applies --config.test_splits / eval_size / eval_batch_size; the named
+  config resolves from the package, run from a directory outside the repository."""
+  workdir, _ = cli_run
+  proc = subprocess.run([sys.executable, '-m', 'monoloc_jax.main', '--config=quick',
+                         f'--workdir={workdir}', '--mode=evaluate', '--config.test_splits=test_30',
+                         '--config.eval_size=20', '--config.eval_batch_size=16'],
+                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr
+  table = proc.stdout.splitlines()
+  assert [l.split()[0] for l in table[2:]] == ['test_30']
+  results = json.loads((workdir / 'results.json').read_text())
+  assert results['test']['test_30']['n'] == 20
+  assert results['last_evaluation']['overrides'] == {'test_splits': 'test_30', 'eval_size': 20,
+                                                     'eval_batch_size': 16}
+  assert results['test']['test_15']['n'] == 50              # the training run's own entry stays
+  with pytest.raises(errors.MonolocError, match='cannot change config.hidden_dim; it may change '
+                     'only test_splits, eval_size, eval_batch_size'):
+    inference.evaluate(str(workdir), {'hidden_dim': 64})
+
+
+def test_named_configs_resolve_from_the_package_anywhere(tmp_path, monkeypatch):
+  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import main  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(tmp_path)
+  package = pathlib.Path(configs.__file__).parent
+  assert main.resolve_config_arg(['x', '--config=quick', '--config.max_epochs=1']) == [
+      'x', f'--config={package / "quick.py"}', '--config.max_epochs=1']
+  assert configs.resolve('monoloc_jax/configs/cfq.py') == str(package / 'cfq.py')
+  (tmp_path / 'mine.py').write_text('from monoloc_jax.configs import default\n'
+                                    'get_config = default.get_config\n')
+  assert configs.resolve('mine.py') == 'mine.py'           # an existing file wins
+  assert set(configs.named_configs()) >= {'default', 'quick', 'cfq'}
+  with pytest.raises(errors.MonolocError, match="named configs: cfq, default, quick"):
+    configs.resolve('quik')
+
+
+def test_help_lists_every_flag_and_config_field():
+  proc = subprocess.run([sys.executable, '-c', 'from monoloc_jax.main import run; run()',
+                         '--help'], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  for flag in ('--workdir', '--mode', '--task', '--model', '--seeds', '--data_dir', '--inputs',
+               '--seed_index', '--config'):
+    assert f'\n  {flag}: ' in proc.stdout, flag
+  for field, value in default.get_config().items():
+    assert f'\n  --config.{field}={value!r}' in proc.stdout, field
+  assert '\n  quick ' in proc.stdout and 'MONOLOC_XLA_CACHE' in proc.stdout

@@ -52,6 +52,19 @@ def reverse_copy_decoded(n: int, direction: float = 1.0, mix: bool = False) -> i
   return inference.Decoded(source, output, attention, aux)
 
 
+def assert_no_overlapping_tick_labels(fig):
+  """No two visible tick labels of one axis overlap once the figure is laid out."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+  FigureCanvasAgg(fig)
+  renderer = fig.canvas.get_renderer()
+  fig.draw(renderer)
+  for ax in fig.axes:
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+      boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()]
+      for a, b in zip(boxes, boxes[1:]):
+        assert not a.overlaps(b), (ax.get_label(), a, b)
+
+
 def axes_by_label(fig):
   return {ax.get_label(): ax for ax in fig.axes}
 
@@ -69,7 +82,8 @@ def test_tick_rule():
   assert viz.tick_positions(40) == list(range(40))
   assert viz.tick_positions(41) == list(range(0, 41, 2))               # 40 is the last one
   assert viz.tick_positions(102) == list(range(0, 102, 3)) + [101]     # k = 3, plus END
-  assert viz.tick_positions(101) == list(range(0, 101, 3)) + [100]
+  assert viz.tick_positions(101) == list(range(0, 98, 3)) + [100]      # 99 gives way to 100
+  assert viz.tick_positions(290, 37) == list(range(0, 281, 8)) + [289]  # 288 gives way
   assert viz.tick_positions(0) == []
 
 
@@ -81,7 +95,9 @@ def test_attention_heatmap_short_input_labels_every_token(tmp_path):
   assert len(ax.get_xticks()) == 8 and len(ax.get_yticks()) == 7
   assert tick_texts(ax, 'x') == ['START', *d.source, 'END']
   assert tick_texts(ax, 'y') == [*d.output, '<eos>']
-  assert ax.get_xlabel() == 'input token (encoder position)'
+  assert ax.get_xlabel() == ('input token (encoder position);  dashed red line: μ, '
+                             'the Gaussian mean')
+  assert ax.get_legend() is None                          # nothing drawn over the attention
   assert ax.get_ylabel() == 'output token (decoder step)'
   assert 'OneStepAttn' in ax.get_title() and 'α_dir = 1.00: forward' in ax.get_title()
   # μ, σ and step panels, in that order, against the output step.
@@ -102,10 +118,11 @@ def test_attention_heatmap_long_input_thins_labels(tmp_path):
   ax = axes_by_label(fig)['attention']
   xt, yt = tick_texts(ax, 'x'), tick_texts(ax, 'y')
   assert len(ax.get_xticks()) == len(xt) == 35       # positions 0, 3, ..., 99 and 101
-  assert len(ax.get_yticks()) == len(yt) == 35       # steps 0, 3, ..., 99 and 100
+  assert len(ax.get_yticks()) == len(yt) == 34       # steps 0, 3, ..., 96 and 100
   assert xt[0] == '0:START' and xt[-1] == '101:END'
   assert xt[1] == f'3:{d.source[2]}'
   assert yt[0] == f'0:{d.output[0]}' and yt[-1] == '100:<eos>'
+  assert_no_overlapping_tick_labels(fig)
   assert_rendered_png(viz.save(fig, tmp_path / 'attention100.png'), min_side=500)
   svg = viz.save(fig, tmp_path / 'attention100.svg')
   text = svg.read_text()
@@ -152,6 +169,46 @@ def test_attention_heatmap_shows_content_mix_and_accepts_plain_data(tmp_path):
     viz.plot_attention({'attention': np.ones((4, 6)), 'source': ('1', '2', '3')})
 
 
+def test_a_short_decode_of_a_long_input_is_cropped_to_the_attended_band(tmp_path):
+  """A failed seed that emits 7 tokens for a 100-digit input, attending near the end: not
+  an 8 x 102 strip but the attended columns, labelled with their input indices."""
+  full = reverse_copy_decoded(100)
+  d = full._replace(output=full.output[:7], attention=full.attention[:8],
+                    aux={k: (v[:8] if np.ndim(v) else v) for k, v in full.aux.items()})
+  fig = viz.plot_attention(d, variant='onestep')
+  ax = axes_by_label(fig)['attention']
+  assert ax.images[0].get_array().shape == (8, 11)            # columns 91..101 (peaks 93..100)
+  xt = tick_texts(ax, 'x')
+  assert xt[0] == f'91:{d.source[90]}' and xt[-1] == '101:END'
+  assert 'input positions 91–101 of 0–101 shown' in ax.get_title()
+  mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
+  np.testing.assert_allclose(mu_line.get_xdata(), d.attention.argmax(-1) - 91)
+  width, height = fig.get_size_inches()
+  assert width < 8 and height > 0.4 * width
+  assert_no_overlapping_tick_labels(fig)
+  uncropped = viz.plot_attention(d, variant='onestep', crop=False)
+  assert axes_by_label(uncropped)['attention'].images[0].get_array().shape == (8, 102)
+  width, height = uncropped.get_size_inches()    # no 16-inch strip when nothing can be cropped
+  assert width <= 2.5 * 3.5 + 3 and height >= 3
+  assert_no_overlapping_tick_labels(uncropped)
+
+
+def test_heatmap_title_names_the_seed_and_a_wide_input_keeps_readable_cells(tmp_path):
+  seed = inference.SeedChoice(2, 2, 99.5, 'the best of 3 seeds')
+  d = reverse_copy_decoded(12)._replace(seed=seed)
+  title = axes_by_label(viz.plot_attention(d, variant='onestep'))['attention'].get_title()
+  assert title.startswith('OneStepAttn, seed 2, best dev 99.5%: input length 12')
+  # DeDupe-like: 100 output steps over 288 inputs, every column attended.
+  rows, cols = 101, 290
+  attention = np.zeros((rows, cols))
+  attention[np.arange(rows), np.linspace(1, cols - 1, rows).astype(int)] = 1.0
+  fig = viz.plot_attention(attention)
+  width, height = fig.get_size_inches()
+  assert width <= 16 and height >= 5                    # not a 16-inch strip
+  assert_no_overlapping_tick_labels(fig)
+  assert_rendered_png(viz.save(fig, tmp_path / 'wide.png'), min_side=300)
+
+
 # --------------------------------------------------------------------------- curves
 
 
@@ -186,6 +243,17 @@ def test_accuracy_vs_length(tmp_path):
   assert set(lines) == {'OneStepAttn', 'Relative'}
   np.testing.assert_allclose(lines['OneStepAttn'].get_xdata(), [7.5, 15, 30, 100])
   np.testing.assert_allclose(lines['Relative'].get_ydata(), [60, 5, 0])
+  # Three seeds of OneStepAttn: each seed a dot beside the median, one legend entry.
+  dots, = [c for c in ax.collections if (c.get_gid() or '').startswith(viz.SEEDS_GID)]
+  assert dots.get_gid() == 'seeds:OneStepAttn'
+  np.testing.assert_allclose(sorted(dots.get_offsets()[:, 1]),
+                             sorted([100, 97, 94, 100, 97, 94, 99.5, 96.5, 93.5, 98, 95, 92]))
+  legend = ax.get_legend()
+  assert [t.get_text() for t in legend.get_texts()] == [
+      'training lengths (5–10)', 'OneStepAttn', 'Relative', 'single seeds (lines: median)']
+  assert_no_overlapping_tick_labels(fig)
+  renderer = fig.canvas.get_renderer()
+  assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
   assert_rendered_png(viz.save(fig, tmp_path / 'acc.png'))
   assert '<svg' in viz.save(fig, tmp_path / 'acc.svg').read_text()
 
@@ -203,6 +271,10 @@ def test_accuracy_vs_length_reads_workdirs_and_lookup_lengths(tmp_path):
   assert viz.split_length('reverse_lookup', 'test_iid') == 6
   with pytest.raises(errors.MonolocError, match="task 'scan_length' has no length splits"):
     viz.plot_accuracy_vs_length(fake_results('scan_length', {'test': 10.0}))
+  with pytest.raises(errors.MonolocError, match=r'runs of different tasks cannot share a length '
+                     r'axis \(lookup: OneStepAttn; copy: Relative\)'):
+    viz.plot_accuracy_vs_length([tmp_path / 'run', fake_results('copy', {'test_30': 1.0},
+                                                                 model='relative')])
 
 
 def test_training_curves(tmp_path):
@@ -215,6 +287,10 @@ def test_training_curves(tmp_path):
   assert axes['dev_accuracy'].get_ylabel() == 'dev accuracy (%)'
   assert [l.get_label() for l in axes['dev_accuracy'].get_lines()] == ['seed 4', 'seed 5']
   assert list(axes['loss'].get_xticks()) == [1, 2, 3]
+  assert_no_overlapping_tick_labels(fig)
+  renderer = fig.canvas.get_renderer()
+  legend = axes['dev_accuracy'].get_legend().get_window_extent(renderer)
+  assert not any(legend.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
   assert_rendered_png(viz.save(fig, tmp_path / 'curves.png'))
 
 
@@ -264,6 +340,7 @@ def test_plot_script_writes_the_three_figures(tiny_run):
   assert proc.returncode == 0, proc.stderr[-3000:]
   names = ('attention.png', 'accuracy_vs_length.png', 'training_curves.png')
   assert proc.stdout.split() == [str(tiny_run / n) for n in names]
+  assert 'heatmap: seed 0 (' in proc.stderr and 'the only seed)' in proc.stderr
   for name in names:
     assert_rendered_png(tiny_run / name)
   missing = subprocess.run([sys.executable, str(REPO / 'experiments' / 'plot.py'),
@@ -271,3 +348,13 @@ def test_plot_script_writes_the_three_figures(tiny_run):
                            capture_output=True, text=True, timeout=300)
   assert missing.returncode == 2
   assert missing.stderr.strip().splitlines()[-1] == f'error: workdir {tiny_run / "nope"} does not exist'
+  other = tiny_run.parent / 'other_task'
+  other.mkdir(exist_ok=True)
+  (other / 'results.json').write_text(json.dumps(fake_results('copy', {'test_15': 1.0})))
+  mixed = subprocess.run([sys.executable, str(REPO / 'experiments' / 'plot.py'),
+                          f'--workdir={tiny_run}', f'--workdir={other}'],
+                         capture_output=True, text=True, timeout=300)
+  assert mixed.returncode == 2
+  assert mixed.stderr.strip().splitlines()[-1] == (
+      'error: the runs are of different tasks (copy, reverse_copy); one length axis holds one '
+      'task: plot each task separately')

@@ -69,3 +69,64 @@ def validate(config, task=None, variant=None) -> None:
     raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
                               f'(got {config.num_layers})')
   input_pipeline.resolve_test_splits(config, task)
+
+
+# ---------------------------------------------------------------------------
+# Named configs and field help (the launcher's --config=NAME and --help).
+# ---------------------------------------------------------------------------
+def _config_dir():
+  import pathlib  # pylint: disable=g-import-not-at-top
+  return pathlib.Path(__file__).resolve().parent
+
+
+def named_configs():
+  """The package's config files, the one registry of `--config=NAME`: {name: path}.
+
+  Every module in monoloc_jax/configs/ except this one is a named config
+  (`default`, `quick`, `cfq`, ...); adding a file adds a name.
+  """
+  return {p.stem: p for p in sorted(_config_dir().glob('*.py')) if p.stem != '__init__'}
+
+
+def summary(path) -> str:
+  """The first line of a config file's module docstring."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  doc = ast.get_docstring(ast.parse(pathlib.Path(path).read_text(encoding='utf-8'))) or ''
+  return doc.strip().splitlines()[0] if doc.strip() else ''
+
+
+def resolve(value: str) -> str:
+  """The file of a `--config` value: an existing path as it is; a name such as
+  'quick' (or 'quick.py', or a path ending in monoloc_jax/configs/quick.py that does
+  not exist here, e.g. the README's path run from another directory) -> the
+  package's file. Raises MonolocError naming the valid names otherwise."""
+  import pathlib  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import errors  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(value)
+  if path.is_file():
+    return value
+  named = named_configs()
+  stem = path.name[:-3] if path.name.endswith('.py') else path.name
+  in_package = path.parent == pathlib.Path('.') or path.parent.parts[-2:] == ('monoloc_jax',
+                                                                              'configs')
+  if in_package and stem in named:
+    return str(named[stem])
+  raise errors.MonolocError(
+      f"cannot load the --config file {value!r}: no such file; named configs: "
+      f"{', '.join(named)} (or a path to a .py file with get_config())")
+
+
+def field_help():
+  """[(field, default value, comment)] for every field of the default config, in
+  file order, with the inline comments of configs/default.py."""
+  import re  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  comments = {}
+  for line in (_config_dir() / 'default.py').read_text(encoding='utf-8').splitlines():
+    m = re.match(r'\s*c\.(\w+)\s*=\s*[^#]*?(?:#\s*(.*))?$', line)
+    if m:
+      comments[m.group(1)] = (m.group(2) or '').strip()
+  order = list(comments) + [k for k in config.keys() if k not in comments]
+  return [(k, config[k], comments.get(k, '')) for k in order if k in config]

@@ -7,8 +7,8 @@ def get_config() -> ml_collections.ConfigDict:
   """Every setting of a run, with the paper's defaults."""
   c = ml_collections.ConfigDict()
   # What to train.
-  c.task = 'reverse_copy'
-  c.variant = 'onestep'        # attention variant slug (the CLI flag is --model)
+  c.task = 'reverse_copy'    # task slug (the CLI flag is --task)
+  c.variant = 'onestep'      # attention variant slug (the CLI flag is --model)
   c.data_dir = ''            # SCAN / CFQ / reference Lookup files; '' = generate in code
   c.data_seed = 0            # seed of generated data (Lookup: 123 reproduces the reference tables)
   c.seed = 0                 # first model seed
@@ -18,32 +18,32 @@ def get_config() -> ml_collections.ConfigDict:
   c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100'
 
   # Model (the paper's §3 and App. E: the small size).
-  c.embed_dim = 64
-  c.hidden_dim = 128
-  c.value_dim = 128
-  c.num_layers = 1
-  c.dropout = 0.5
+  c.embed_dim = 64           # token embedding width
+  c.hidden_dim = 128         # GRU width (the BiGRU encoder: hidden_dim / 2 per direction)
+  c.value_dim = 128          # attention value width
+  c.num_layers = 1           # GRU layers in encoder and decoder
+  c.dropout = 0.5            # dropout rate during training
   c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
   c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
   c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
-  c.min_sigma = 0.27
+  c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
 
   # Optimisation (App. E: AdamW, lr plateau, early stopping).
-  c.learning_rate = 1e-3
-  c.weight_decay = 0.0
-  c.grad_clip = 5.0
-  c.batch_size = 32
-  c.eval_batch_size = 256
-  c.lr_factor = 0.5
-  c.lr_patience = 4
-  c.early_stop_patience = 50
-  c.improvement_tolerance = 0.001
-  c.max_epochs = 100
+  c.learning_rate = 1e-3     # AdamW learning rate
+  c.weight_decay = 0.0       # AdamW weight decay
+  c.grad_clip = 5.0          # global gradient-norm clip
+  c.batch_size = 32          # training batch size (per seed)
+  c.eval_batch_size = 256    # batch size of dev and test decoding
+  c.lr_factor = 0.5          # lr plateau: multiply the lr by this ...
+  c.lr_patience = 4          # ... after this many epochs without dev improvement
+  c.early_stop_patience = 50 # stop a seed after this many epochs without dev improvement
+  c.improvement_tolerance = 0.001  # dev accuracy within this of the best counts as improvement
+  c.max_epochs = 100         # at most this many epochs
   c.dev_metric = 'greedy'    # or 'teacher_forced' (the reference code's)
   c.bucket_batches = True    # group training batches by target length
 
   c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
-  c.progress = True
+  c.progress = True          # tqdm bars when stderr is a terminal (epoch lines are always printed)
   return c
