@@ -128,6 +128,19 @@ print({
 }.get(backend, f'Running on {backend}.'))
 """
 
+MESH = """\
+# Seeds over devices: train.train_and_evaluate lays a run's seed axis over a
+# jax.sharding.Mesh of every device (monoloc_jax.sharding), one seed per TPU core
+# when the seed count allows; with fewer seeds the batch rows are split instead.
+from monoloc_jax import sharding
+
+n_devices = jax.device_count()
+for seeds in sorted({1, 5, n_devices}):
+  print(sharding.plan(seeds, batch_size=32).describe())
+print(f'{n_devices} seed(s) train at once, one per device (config.seeds = {n_devices}).'
+      if n_devices > 1 else 'One device: the seeds of a run train together in one vmapped program.')
+"""
+
 KERNEL_MD = """\
 ## 3. One location-attention distribution
 
@@ -268,7 +281,7 @@ OUTRO = """\
 def build() -> nbformat.NotebookNode:
   """The notebook; cell ids are fixed so that regenerating it gives the same file."""
   cells = [('md', INTRO), ('code', INSTALL), ('md', DEVICES_MD), ('code', DEVICES),
-           ('md', KERNEL_MD), ('code', KERNEL), ('md', TRAIN_MD), ('code', TRAIN),
+           ('code', MESH), ('md', KERNEL_MD), ('code', KERNEL), ('md', TRAIN_MD), ('code', TRAIN),
            ('md', RESULTS_MD), ('code', RESULTS), ('md', HEATMAP_MD), ('code', HEATMAP),
            ('md', OUTRO)]
   nb = nbformat.v4.new_notebook()
