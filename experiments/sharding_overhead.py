@@ -17,11 +17,11 @@ import jax
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/experiments/', 1)[0])
-from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top,wrong-import-position
-from monoloc_jax import models  # pylint: disable=g-import-not-at-top,wrong-import-position
-from monoloc_jax import sharding  # pylint: disable=g-import-not-at-top,wrong-import-position
-from monoloc_jax import train  # pylint: disable=g-import-not-at-top,wrong-import-position
-from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import input_pipeline as ip  # pylint: disable=wrong-import-position
+from monoloc_jax import models  # pylint: disable=wrong-import-position
+from monoloc_jax import sharding  # pylint: disable=wrong-import-position
+from monoloc_jax import train  # pylint: disable=wrong-import-position
+from monoloc_jax.configs import default  # pylint: disable=wrong-import-position
 
 
 def main(rounds: int = 15, steps: int = 20) -> None:

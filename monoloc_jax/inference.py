@@ -83,7 +83,8 @@ def dev_accuracy(programs: EvalPrograms, params, data: ip.TaskData, config) -> n
     correct = []
     for idx, batch, _ in ip.eval_batches(data.dev, config.eval_batch_size, data.vocab.sos_id):
       batch = ip.Batch(*sharding.put_like(params, *batch))
-      correct.append(sharding.to_host(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)])
+      ok = sharding.to_host(programs.teacher_forced_accuracy(params, batch))
+      correct.append(ok[:, :len(idx)])
     return np.concatenate(correct, axis=1).mean(axis=1)
   tokens, _ = decode_split(programs, params, data.dev, config.eval_batch_size, data.vocab)
   return np.stack([metrics.sequence_accuracy(t, data.dev.tgt, data.vocab.eos_id)

@@ -64,6 +64,7 @@ for seeds in (8, 2):
   state, stats = programs.train_step(state, placed, stats)
   want = NamedSharding(placement.mesh, P('seed'))
   leaves = jax.tree_util.tree_leaves(state) + list(stats)
+  src, = sharding.put_like(state.params, np.zeros((c.eval_batch_size, 8), np.int32))
   out[f'layout{seeds}'] = {
       'mesh': dict(placement.mesh.shape),
       'state_sharded_by_seed': all(x.sharding.is_equivalent_to(want, x.ndim) for x in leaves),
@@ -71,6 +72,7 @@ for seeds in (8, 2):
                                   jax.tree_util.tree_leaves(state.params)[0].addressable_shards}),
       'batch_shard_shape': list(placed.src.addressable_shards[0].data.shape),
       'batch_shape': list(batch.src.shape),
+      'eval_src_shard_shape': list(src.addressable_shards[0].data.shape),
   }
 print(f'layout checks: {time.time() - t0:.1f}s', file=sys.stderr)
 print('RESULT ' + json.dumps(out))
@@ -101,6 +103,7 @@ def test_eight_seeds_one_per_device_match_the_unsharded_run(eight_devices):
   assert layout['mesh'] == {'seed': 8, 'data': 1}
   assert layout['state_sharded_by_seed'], 'the train state is not laid out P("seed")'
   assert layout['param_shard_rows'] == [1]                  # one seed per device
+  assert layout['eval_src_shard_shape'] == [64, 8]            # evaluation rows not split
   ref, got = r['one_device'], r['seeds8']
   np.testing.assert_allclose(got['loss'], ref['loss'], rtol=1e-4)
   np.testing.assert_allclose(got['dev'], ref['dev'], atol=100 / 64 + 1e-6)
@@ -116,6 +119,7 @@ def test_two_seeds_on_eight_devices_split_the_batch(eight_devices):
   assert layout['state_sharded_by_seed']
   n, b, width = layout['batch_shape']
   assert layout['batch_shard_shape'] == [n // 2, b // 4, width]   # rows over 'data'
+  assert layout['eval_src_shard_shape'] == [64 // 4, 8]            # evaluation rows too
   ref, got = r['one_device'], r['seeds2']
   np.testing.assert_allclose(got['loss'], ref['loss'][:2], rtol=1e-4)
   np.testing.assert_allclose(got['dev'], ref['dev'][:2], atol=100 / 64 + 1e-6)
