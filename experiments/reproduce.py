@@ -4,6 +4,8 @@
   python experiments/reproduce.py --grid=table2,table3 --seeds=1,2
   python experiments/reproduce.py --grid=table2 --dry_run         # what is done / left
   python experiments/report.py                                    # REPRODUCTION.md
+  python experiments/reproduce.py --grid=all --seeds=0,1,2,3,4 --executor=ray \
+      --ray_address=auto --ray_gpus_per_unit=1                   # units as Ray tasks
 
 A unit is one seed of one (task, variant) run of one grid. It trains in its own
 workdir (`--workdir/<grid>/<task>/<label>/seed<k>`), so a killed grid resumes
@@ -11,6 +13,12 @@ from that unit's last epoch checkpoint; a finished unit writes
 `--results_dir/<grid>/<task>/<label>/seed<k>.json` and is skipped from then on.
 The protocol is `experiments/configs/reproduce.py`; any field can be changed
 with --config.<field>=..., and the unit's JSON records the protocol it ran.
+
+--executor=local trains the units one after another in this process;
+--executor=ray makes each unit a Ray task (`monoloc_jax.cluster`) on a local
+Ray or the cluster at --ray_address. A task whose worker dies is retried and
+resumes from its workdir's checkpoint (put --workdir on storage every node
+sees); this process writes every results JSON, so results/ looks the same.
 """
 
 import dataclasses
@@ -109,8 +117,9 @@ def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
 
 
 def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
-                wall_s: float) -> Dict[str, Any]:
-  """The small JSON committed for a finished unit."""
+                wall_s: float, backend: Optional[str] = None) -> Dict[str, Any]:
+  """The small JSON committed for a finished unit (backend: where it trained;
+  default this process's JAX backend)."""
   test = {}
   for split, r in results['test'].items():
     seed_r = r['per_seed'][0]
@@ -130,7 +139,7 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
       'data': data_source(unit.task, data_dir),
       'protocol': {k: config[k] for k in PROTOCOL_FIELDS if k in config},
       'versions': {'python': platform.python_version(), 'jax': jax.__version__,
-                   'backend': jax.default_backend()},
+                   'backend': backend or jax.default_backend()},
   }
 
 
@@ -155,6 +164,37 @@ def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workd
   return record
 
 
+def run_units_on_ray(units: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
+                     workdir: pathlib.Path, data_dirs: DataDirs, options: Mapping[str, Any]
+                     ) -> Tuple[List[float], int]:
+  """Trains `units` as Ray tasks (`cluster.run_jobs(**options)`) and writes each
+  finished unit's results JSON here; returns (wall seconds of finished units, failures)."""
+  from monoloc_jax import cluster  # pylint: disable=g-import-not-at-top
+  cluster.import_ray()                      # the install hint before any work
+  by_name, jobs = {}, []
+  for u in units:
+    data_dir, _ = data_dirs.for_task(u.task)
+    config = unit_config(base_config, u, data_dir)
+    name = f'{u.grid}/{u.task}/{u.label}/seed{u.seed}'
+    by_name[name] = (u, config, data_dir)
+    jobs.append(cluster.Job(name, config.to_dict(), str(u.path(workdir).absolute())))
+  durations, failed = [], 0
+  for i, (job, out) in enumerate(cluster.run_jobs(jobs, **options)):
+    u, config, data_dir = by_name[job.name]
+    if isinstance(out, errors.MonolocError):
+      failed += 1
+      print(f'[{i + 1}/{len(jobs)}] {job.name}: error: {out}', flush=True)
+      continue
+    record = unit_record(u, config, out['results'], data_dir, out['wall_s'], out['backend'])
+    write_json_atomic(u.path(results_dir, '.json'), record)
+    durations.append(out['wall_s'])
+    resumed = (f"; resumed from epoch {out['resumed_from_epoch']}"
+               if out['resumed_from_epoch'] is not None else '')
+    print(f"[{i + 1}/{len(jobs)}] {job.name}: {_headline(record)}  epochs {record['epochs']}  "
+          f"{out['wall_s']:.0f}s on {out['node']}{resumed}", flush=True)
+  return durations, failed
+
+
 def _default_dir(path: pathlib.Path) -> str:
   return str(path) if path.is_dir() else ''
 
@@ -175,6 +215,20 @@ _LOOKUP = flags.DEFINE_string('lookup_data_dir', _default_dir(SHARED / 'data' / 
                               'reference tables are generated with data_seed 123).')
 _CFQ = flags.DEFINE_string('cfq_data_dir', '', 'The CFQ release (adds CFQ units to table3).')
 _DRY = flags.DEFINE_bool('dry_run', False, 'List the units and their state; train nothing.')
+_EXECUTOR = flags.DEFINE_enum('executor', 'local', ['local', 'ray'],
+                              'local: units one after another here; ray: each unit a Ray task.')
+_RAY_ADDRESS = flags.DEFINE_string('ray_address', '', "--executor=ray: '' starts a local Ray; "
+                                   "'auto' or ray://HOST:10001 joins a running cluster.")
+_RAY_NUM_CPUS = flags.DEFINE_integer('ray_num_cpus', 0, 'CPUs of the local Ray (0 = all).',
+                                     lower_bound=0)
+_RAY_CPUS = flags.DEFINE_float('ray_cpus_per_unit', 1.0, 'CPUs each unit reserves.',
+                               lower_bound=0.0)
+_RAY_GPUS = flags.DEFINE_float('ray_gpus_per_unit', 0.0, 'GPUs each unit reserves (1 on a GPU '
+                               'cluster).', lower_bound=0.0)
+_RAY_TPUS = flags.DEFINE_float('ray_tpus_per_unit', 0.0, 'TPU chips each unit reserves.',
+                               lower_bound=0.0)
+_RAY_RETRIES = flags.DEFINE_integer('ray_max_retries', 3, 'Times a unit whose worker died is '
+                                    'run again (it resumes from its checkpoint).', lower_bound=0)
 _MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0 = no limit).',
                                   lower_bound=0)
 
@@ -183,9 +237,30 @@ def _headline(record: Mapping[str, Any]) -> str:
   return '  '.join(f"{s} {r['accuracy']:.1f}" for s, r in record['test'].items())
 
 
+RAY_FLAGS = ('ray_address', 'ray_num_cpus', 'ray_cpus_per_unit', 'ray_gpus_per_unit',
+             'ray_tpus_per_unit', 'ray_max_retries')
+
+
+def ray_options(flag_values) -> Optional[Dict[str, Any]]:
+  """`cluster.run_jobs` keyword arguments for --executor=ray, None for local; a
+  --ray_* flag given with --executor=local is an error."""
+  if flag_values.executor == 'local':
+    given = [f for f in RAY_FLAGS if flag_values[f].present]
+    if given:
+      raise errors.MonolocError(f'--{given[0]} needs --executor=ray; valid executors: local, ray')
+    return None
+  from monoloc_jax import cluster  # pylint: disable=g-import-not-at-top
+  return {'address': flag_values.ray_address, 'local_cpus': flag_values.ray_num_cpus,
+          'max_retries': flag_values.ray_max_retries,
+          'resources': cluster.Resources(flag_values.ray_cpus_per_unit,
+                                         flag_values.ray_gpus_per_unit,
+                                         flag_values.ray_tpus_per_unit)}
+
+
 def main(argv) -> None:
   if len(argv) > 1:
     raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}")
+  ray = ray_options(flags.FLAGS)
   logging.set_verbosity(logging.WARNING)
   xla_cache.enable_compilation_cache()
   grids, seeds = grids_lib.parse_grids(_GRID.value), grids_lib.parse_seeds(_SEEDS.value)
@@ -206,6 +281,11 @@ def main(argv) -> None:
   left = [u for u in runnable if unit_state(u, results_dir, workdir) != 'done']
   print(f'{len(runnable) - len(left)} of {len(runnable)} units done; {len(left)} to run',
         flush=True)
+  if ray is not None:
+    durations, failed = run_units_on_ray(left[:_MAX_UNITS.value or None], flags.FLAGS.config,
+                                         results_dir, workdir, data_dirs, ray)
+    print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
+    return
   durations, failed = [], 0
   for i, u in enumerate(left):
     if _MAX_UNITS.value and i >= _MAX_UNITS.value:

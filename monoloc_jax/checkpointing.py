@@ -13,13 +13,15 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from monoloc_jax import errors
+from monoloc_jax import sharding
 
 ITEMS = ('state', 'best_params', 'tracker')
 
 
 def _host_copy(tree):
-  """Host copies, so that buffers donated to the next train step stay untouched."""
-  return jax.tree_util.tree_map(lambda x: np.array(x, copy=True), tree)
+  """Host copies, so that buffers donated to the next train step stay untouched
+  (gathered from every process when a multi-host mesh spreads the seeds)."""
+  return jax.tree_util.tree_map(lambda x: np.array(sharding.to_host(x), copy=True), tree)
 
 
 def _abstract(tree):

@@ -21,6 +21,7 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
 from monoloc_jax import models
 from monoloc_jax import rundir
+from monoloc_jax import sharding
 from monoloc_jax import variants
 from monoloc_jax.vocab import Vocabulary
 
@@ -69,10 +70,11 @@ def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_s
     s_max = max(b.src.shape[1] for _, b, _ in batches) + 2
     attention = np.zeros((n_seeds, len(split), width, s_max), np.float32)
   for idx, batch, steps in batches:
-    tok, att = programs.greedy(params, batch.src, batch.src_len, steps)
-    tokens[:, idx, :steps] = np.asarray(tok)[:, :len(idx)]
+    src, src_len = sharding.put_like(params, batch.src, batch.src_len)
+    tok, att = programs.greedy(params, src, src_len, steps)
+    tokens[:, idx, :steps] = sharding.to_host(tok)[:, :len(idx)]
     if keep_attention:
-      attention[:, idx, :steps, :att.shape[-1]] = np.asarray(att)[:, :len(idx)]
+      attention[:, idx, :steps, :att.shape[-1]] = sharding.to_host(att)[:, :len(idx)]
   return tokens, attention
 
 
@@ -81,7 +83,9 @@ def dev_accuracy(programs: EvalPrograms, params, data: ip.TaskData, config) -> n
   if config.dev_metric == 'teacher_forced':
     correct = []
     for idx, batch, _ in ip.eval_batches(data.dev, config.eval_batch_size, data.vocab.sos_id):
-      correct.append(np.asarray(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)])
+      batch = ip.Batch(*sharding.put_like(params, *batch))
+      ok = sharding.to_host(programs.teacher_forced_accuracy(params, batch))
+      correct.append(ok[:, :len(idx)])
     return np.concatenate(correct, axis=1).mean(axis=1)
   tokens, _ = decode_split(programs, params, data.dev, config.eval_batch_size, data.vocab)
   return np.stack([metrics.sequence_accuracy(t, data.dev.tgt, data.vocab.eos_id)

@@ -6,6 +6,7 @@
   monoloc-train --mode=evaluate --workdir=/tmp/run --config.test_splits=all --config.eval_size=500
   monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3 4 5" --inputs="9 8 7"
   monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3" --seed_index=2
+  monoloc-train --distributed=auto ...     # on every host of a TPU pod slice / SLURM job
 
 --mode=predict decodes with the run's best-dev seed unless --seed_index picks one,
 and says which. --mode=evaluate may change config.test_splits, eval_size and
@@ -27,6 +28,7 @@ from ml_collections import config_flags
 
 from monoloc_jax import errors
 from monoloc_jax import rundir
+from monoloc_jax import sharding
 from monoloc_jax import tasks
 from monoloc_jax import variants
 from monoloc_jax import xla_cache
@@ -63,6 +65,9 @@ _MODEL = flags.DEFINE_enum('model', None, list(variants.NAMES),
 _SEEDS = flags.DEFINE_integer('seeds', None, 'Number of seeds trained together (vmapped).',
                               lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Data directory (SCAN, CFQ, Lookup files).')
+_DISTRIBUTED = flags.DEFINE_string('distributed', '', 'Multi-host (a TPU pod slice, a multi-node '
+                                   'GPU job; every process runs the same command): '
+                                   + sharding.DISTRIBUTED_HELP + '.')
 _INPUTS = flags.DEFINE_multi_string('inputs', [], 'Whitespace-tokenised inputs for --mode=predict.')
 _SEED_INDEX = flags.DEFINE_integer(
     'seed_index', None, 'Which seed of the run decodes in --mode=predict (0 = config.seed); '
@@ -117,6 +122,9 @@ def _run(argv) -> None:
                               'settings are flags, e.g. --task=copy')
   if not _WORKDIR.value:
     raise errors.MonolocError('--workdir is required')
+  processes = sharding.initialize_distributed(_DISTRIBUTED.value)   # before JAX uses a device
+  if processes:
+    print(processes, flush=True)
   xla_cache.enable_compilation_cache()
   from monoloc_jax import inference  # pylint: disable=g-import-not-at-top
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top

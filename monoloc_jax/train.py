@@ -12,7 +12,7 @@ decoding a finished run are `inference.evaluate` / `inference.predict`.
 import dataclasses
 import pathlib
 import time
-from typing import Any, Callable, Dict, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 from absl import logging
 import jax
@@ -29,6 +29,7 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
 from monoloc_jax import models
 from monoloc_jax import rundir
+from monoloc_jax import sharding
 from monoloc_jax.vocab import Vocabulary
 
 Array = jax.Array
@@ -211,22 +212,25 @@ def _stack_where(mask: np.ndarray, new, old):
 # The job.
 # ---------------------------------------------------------------------------
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=None,
-                       variant=None) -> Dict[str, Any]:
+                       variant=None,
+                       devices: Optional[Sequence[jax.Device]] = None) -> Dict[str, Any]:
   """Trains config.seeds seeds of config.variant on config.task; returns results.json's content.
 
   task: a `tasks.TaskSpec` (or anything the `tasks` functions accept) to train on
     instead of the registry's `config.task`, e.g. a task defined outside the package.
   variant: an `attention.Variant` to use instead of the registry's `config.variant`.
+  devices: the devices the seeds (and batch rows) are laid over (default: all of
+    `jax.devices()`; see `sharding.plan`); one device runs the plain vmapped program.
   """
   configs.validate(config, task=task, variant=variant)
   workdir = pathlib.Path(workdir)
   rundir.check_config(workdir, config)        # before anything is written
   workdir.mkdir(parents=True, exist_ok=True)
   with rundir.lock(workdir):
-    return _train_and_evaluate(config, workdir, task, variant)
+    return _train_and_evaluate(config, workdir, task, variant, devices)
 
 
-def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[str, Any]:
+def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -> Dict[str, Any]:
   t_start = time.time()
   data = ip.load_data(config, task=task)
   vocab_path = workdir / rundir.VOCAB
@@ -245,7 +249,10 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
 
   probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
                                 config.data_seed, data.vocab.sos_id, config.bucket_batches))
-  state = create_train_state(programs, seeds, probe)
+  placement = sharding.plan(n, config.batch_size, devices)
+  if placement.mesh is not None and config.progress:
+    print(placement.describe(), flush=True)
+  state = placement.put_state(create_train_state(programs, seeds, probe))
   best_params = jax.tree_util.tree_map(jnp.copy, state.params)  # params are donated to train_step
   tracker = Tracker.create(n, config.learning_rate)
 
@@ -253,7 +260,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
   restored = ckpt.restore_latest({'state': state, 'best_params': best_params,
                                   'tracker': tracker.to_tree()})
   if restored is not None:
-    state, best_params = restored['state'], restored['best_params']
+    state, best_params = placement.put_state((restored['state'], restored['best_params']))
     tracker = Tracker.from_tree(restored['tracker'])
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
@@ -269,13 +276,14 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
   while tracker.epoch < config.max_epochs and not tracker.stopped.all():
     epoch = tracker.epoch
     t0 = time.time()
-    state = state._replace(opt_state=set_learning_rate(state.opt_state, tracker.lr))
-    stats = EpochStats.zeros(n)
+    state = placement.put_state(
+        state._replace(opt_state=set_learning_rate(state.opt_state, tracker.lr)))
+    stats = placement.put_state(EpochStats.zeros(n))
     batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
                                config.data_seed, data.vocab.sos_id, config.bucket_batches)
     for batch in logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}', bars):
-      state, stats = programs.train_step(state, batch, stats)
-    loss_sum, tokens, bad = (np.asarray(a) for a in stats)
+      state, stats = programs.train_step(state, placement.put_batch(batch), stats)
+    loss_sum, tokens, bad = (sharding.to_host(a) for a in stats)
     if (bad >= 0).any():
       seed_i = int(np.argmax(bad >= 0))
       step_in_epoch = int(bad[seed_i]) - epoch * steps_per_epoch + 1

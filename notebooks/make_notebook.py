@@ -153,6 +153,19 @@ print({
 }.get(backend, f'Running on {backend}.'))
 """
 
+MESH = """\
+# Seeds over devices: train.train_and_evaluate lays a run's seed axis over a
+# jax.sharding.Mesh of every device (monoloc_jax.sharding), one seed per TPU core
+# when the seed count allows; with fewer seeds the batch rows are split instead.
+from monoloc_jax import sharding
+
+n_devices = jax.device_count()
+for seeds in sorted({1, 5, n_devices}):
+  print(sharding.plan(seeds, batch_size=32).describe())
+print(f'{n_devices} seed(s) train at once, one per device (config.seeds = {n_devices}).'
+      if n_devices > 1 else 'One device: the seeds of a run train together in one vmapped program.')
+"""
+
 KERNEL_MD = """\
 ## 3. One location-attention distribution
 
@@ -341,7 +354,7 @@ def build() -> nbformat.NotebookNode:
   url = repo_url()
   intro = INTRO.replace('{colab}', colab_url(url)).replace('{repo}', url)
   install = INSTALL.replace('{repo}', url).replace('{{REPO_URL}}', '{REPO_URL}')
-  cells = [('md', intro), ('code', install), ('md', DEVICES_MD), ('code', DEVICES),
+  cells = [('md', intro), ('code', install), ('md', DEVICES_MD), ('code', DEVICES), ('code', MESH),
            ('md', KERNEL_MD), ('code', KERNEL), ('md', TRAIN_MD), ('code', TRAIN),
            ('md', RESULTS_MD), ('code', RESULTS), ('md', HEATMAP_MD), ('code', HEATMAP),
            ('md', OUTRO)]

@@ -33,7 +33,7 @@ def test_committed_notebook_has_no_outputs_and_is_small():
   nb = nbformat.read(NOTEBOOK, as_version=4)
   nbformat.validate(nb)
   code = [c for c in nb.cells if c.cell_type == 'code']
-  assert len(code) == 6
+  assert len(code) == 7
   for cell in code:
     assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
   assert nb.cells[0].cell_type == 'markdown' and 'Length Generalization' in nb.cells[0].source
@@ -103,12 +103,14 @@ def test_notebook_runs_top_to_bottom_in_smoke_mode(tmp_path, monkeypatch):
   assert elapsed < TIME_LIMIT_S, f'the notebook took {elapsed:.0f}s'
   code = [c for c in nb.cells if c.cell_type == 'code']
   assert all(o.output_type != 'error' for c in code for o in c.outputs)
-  install, devices, kernel, training, table, heatmaps = code
+  install, devices, mesh, kernel, training, table, heatmaps = code
   assert 'already installed: nothing to install' in _text(install)
   assert '| smoke setting' in _text(install)
   for platform in ('TPU', 'GPU', 'CPU'):
     assert f'{platform}: ' in _text(devices)
   assert 'default backend: ' in _text(devices)
+  assert '1 seed(s) on 1 device' in _text(mesh) or 'mesh seed=' in _text(mesh)
+  assert 'at once' in _text(mesh) or 'vmapped program' in _text(mesh)
   assert 'sum = 1.0' in _text(kernel)
   assert 'OneStepAttn' in _text(training) and 'Relative' in _text(training)
   assert _text(training).count('seeds 0, 1, 2: ') == 2          # three seeds in one program
@@ -117,5 +119,5 @@ def test_notebook_runs_top_to_bottom_in_smoke_mode(tmp_path, monkeypatch):
   assert _text(heatmaps).count('best dev accuracy') == 2         # each names its best-dev seed
   images = {i: sum('image/png' in o.get('data', {}) for o in c.outputs)
             for i, c in enumerate(code)}
-  assert images[2] == 1 and images[4] == 1 and images[5] == 2, images
+  assert images[3] == 1 and images[5] == 1 and images[6] == 2, images
   assert executed.stat().st_size < MAX_BYTES, f'{executed.stat().st_size} bytes'
