@@ -26,6 +26,7 @@ import tqdm
 from monoloc_jax import checkpointing
 from monoloc_jax import configs
 from monoloc_jax import errors
+from monoloc_jax import faults
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import models
@@ -220,21 +221,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
   variant: an `attention.Variant` to use instead of the registry's `config.variant`.
   """
   configs.validate(config, task=task, variant=variant)
+  kill = faults.KillSwitch.from_env()
   workdir = pathlib.Path(workdir)
-  rundir.check_config(workdir, config)        # before anything is written
-  workdir.mkdir(parents=True, exist_ok=True)
-  with rundir.lock(workdir):
-    return _train_and_evaluate(config, workdir, task, variant)
+  with rundir.os_errors(f'cannot use the workdir {workdir}'):
+    rundir.check_config(workdir, config)        # before anything is written
+    workdir.mkdir(parents=True, exist_ok=True)
+    with rundir.lock(workdir):
+      kill('startup')
+      return _train_and_evaluate(config, workdir, task, variant, kill)
 
 
-def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[str, Any]:
+def _train_and_evaluate(config, workdir: pathlib.Path, task, variant,
+                        kill: Callable[[str], None]) -> Dict[str, Any]:
   t_start = time.time()
   data = ip.load_data(config, task=task)
   vocab_path = workdir / rundir.VOCAB
-  if vocab_path.exists() and Vocabulary.load(vocab_path) != data.vocab:
-    raise errors.MonolocError(f'{workdir} holds a run with another vocabulary; '
-                              'use a fresh --workdir')
-  data.vocab.save(vocab_path)
+  if vocab_path.exists():
+    if Vocabulary.load(vocab_path) != data.vocab:
+      raise errors.MonolocError(f'{workdir} holds a run with another vocabulary; '
+                                'use a fresh --workdir')
+  else:
+    rundir.write_bytes_atomic(vocab_path, data.vocab.to_json().encode('utf-8'))
   rundir.save_config(workdir, config)
 
   model = models.from_config(config, data.vocab, variant=variant)
@@ -251,14 +258,20 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
   tracker = Tracker.create(n, config.learning_rate)
 
   ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
-  restored = ckpt.restore_latest({'state': state, 'best_params': best_params,
-                                  'tracker': tracker.to_tree()})
+  recorded = [r['epoch'] for r in rundir.read_history(workdir)]
+  restored = ckpt.restore_for_resume(
+      {'state': state, 'best_params': best_params, 'tracker': tracker.to_tree()},
+      history_epochs=max(recorded, default=0), vocab_path=vocab_path,
+      claims_training=rundir.history_claims_epochs(workdir))
+  history = []
   if restored is not None:
     state, best_params = restored['state'], restored['best_params']
     tracker = Tracker.from_tree(restored['tracker'])
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
-    rundir.truncate_history(workdir, tracker.epoch)
+    # The history is the checkpoint's own copy: cut back to the restored epoch exactly.
+    history = restored['history']
+    rundir.write_history(workdir, history)
 
   steps_per_epoch = ip.num_train_steps(data.train, config.batch_size, config.bucket_batches)
   train_time = 0.0
@@ -269,9 +282,12 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
     stats = EpochStats.zeros(n)
     batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
                                config.data_seed, data.vocab.sos_id, config.bucket_batches)
-    for batch in tqdm.tqdm(batches, total=steps_per_epoch, desc=f'epoch {epoch + 1}',
-                           leave=False, disable=not config.progress, file=sys.stderr):
+    for i, batch in enumerate(tqdm.tqdm(batches, total=steps_per_epoch,
+                                        desc=f'epoch {epoch + 1}', leave=False,
+                                        disable=not config.progress, file=sys.stderr)):
       state, stats = programs.train_step(state, batch, stats)
+      if i == 0:
+        kill('mid_epoch')
     loss_sum, tokens, bad = (np.asarray(a) for a in stats)
     if (bad >= 0).any():
       seed_i = int(np.argmax(bad >= 0))
@@ -284,6 +300,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
     train_s = time.time() - t0
     train_time += train_s
     dev_acc = inference.dev_accuracy(eval_programs, state.params, data, config)
+    kill('dev')
     was_stopped = tracker.stopped.copy()
     improved = tracker.update(dev_acc, config)
     best_params = _stack_where(improved, state.params, best_params)
@@ -291,9 +308,15 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
               'dev_accuracy': (100 * dev_acc).tolist(), 'lr': tracker.lr.tolist(),
               'improved': improved.tolist(), 'stopped': (tracker.stopped & ~was_stopped).tolist(),
               'train_s': train_s, 'epoch_s': time.time() - t0}
-    rundir.append_history(workdir, record)
+    history.append(record)
+    # Checkpoint (with its manifest holding the history), then metrics.jsonl, then the
+    # previous checkpoint is deleted: a kill between any two leaves a consistent workdir.
     ckpt.save(tracker.epoch, {'state': state, 'best_params': best_params,
-                              'tracker': tracker.to_tree()})
+                              'tracker': tracker.to_tree()}, history, vocab_path, kill)
+    kill('manifest')
+    rundir.write_history(workdir, history)
+    kill('history')
+    ckpt.prune(keep=tracker.epoch)
     logging.info('epoch %d  loss %s  dev acc %s  lr %s  %.1fs (train %.1fs)', tracker.epoch,
                  np.array2string(loss_sum / np.maximum(tokens, 1), precision=4),
                  np.array2string(100 * dev_acc, precision=2), tracker.lr, record['epoch_s'],
@@ -303,10 +326,9 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant) -> Dict[st
             f"{', '.join(f'{a:.1f}' for a in record['dev_accuracy'])}%  "
             f"lr {', '.join(f'{x:.2g}' for x in tracker.lr)}  {record['epoch_s']:.1f}s",
             flush=True)
-  ckpt.wait()
-
   t_eval = time.time()
   test = inference.evaluate_splits(eval_programs, best_params, data, config)
+  kill('final')
   results = {
       'task': getattr(task, 'name', config.task), 'variant': getattr(variant, 'name', config.variant),
       'seeds': seeds,
