@@ -10,12 +10,14 @@ The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
 """
 
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import cli
+if __name__ == '__main__':     # `python -m monoloc_jax.main`: Ctrl-C works from here on
+  cli.stop_on_interrupt()
+
 import importlib.util
-import os
 import pathlib
-import signal
 import sys
-import threading
 
 from absl import app
 from absl import flags
@@ -131,42 +133,6 @@ def _run(argv) -> None:
         f"{pathlib.Path(_WORKDIR.value) / 'results.json'}")
 
 
-INTERRUPTED = 'interrupted; rerun the same command to resume from the last checkpoint'
-
-
-def _exit_interrupted() -> None:
-  """Ctrl-C: one line and exit code 130, at once.
-
-  The process ends as if killed: every workdir file is written atomically and a
-  checkpoint counts only once its manifest exists, so the last complete epoch is
-  what the next run resumes from (the kill tests in tests/workdir_test.py prove it).
-  Exiting at once, rather than unwinding, also stops a long XLA compile, and leaves
-  no thread to print a traceback.
-  """
-  try:
-    sys.stdout.flush()
-    os.write(2, f'{INTERRUPTED}\n'.encode())
-  finally:
-    os._exit(130)  # pylint: disable=protected-access
-
-
-def _stop_on_interrupt() -> None:
-  """Routes SIGINT to `_exit_interrupted` for the command-line process.
-
-  SIGINT is blocked in this (main) thread, and so in every thread started later, and a
-  watcher thread waits for it: it acts even while the main thread is inside a long C++
-  call. The Python-level handler covers threads that existed before.
-  """
-  signal.signal(signal.SIGINT, lambda signum, frame: _exit_interrupted())
-  signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-  def watch() -> None:
-    signal.sigwait({signal.SIGINT})
-    _exit_interrupted()
-
-  threading.Thread(target=watch, name='monoloc-sigint', daemon=True).start()
-
-
 def main(argv) -> None:
   logging.set_verbosity(logging.WARNING)
   try:
@@ -178,7 +144,7 @@ def main(argv) -> None:
     print(f'error: {rundir.os_error_message(e)}', file=sys.stderr)
     sys.exit(2)
   except KeyboardInterrupt:
-    _exit_interrupted()
+    cli.exit_interrupted()
 
 
 def _parse_flags(argv):
@@ -201,7 +167,7 @@ def _parse_flags(argv):
 
 def run() -> None:
   """Console-script entry point."""
-  _stop_on_interrupt()
+  cli.stop_on_interrupt()
   _define_config_flag(sys.argv)
   app.run(main, flags_parser=_parse_flags)
 

@@ -242,7 +242,6 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant,
                                 'use a fresh --workdir')
   else:
     rundir.write_bytes_atomic(vocab_path, data.vocab.to_json().encode('utf-8'))
-  rundir.save_config(workdir, config)
 
   model = models.from_config(config, data.vocab, variant=variant)
   tx = make_optimizer(config)
@@ -272,6 +271,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant,
     # The history is the checkpoint's own copy: cut back to the restored epoch exactly.
     history = restored['history']
     rundir.write_history(workdir, history)
+  rundir.save_config(workdir, config)       # once the checkpoint is known to be good
 
   steps_per_epoch = ip.num_train_steps(data.train, config.batch_size, config.bucket_batches)
   train_time = 0.0
