@@ -19,6 +19,7 @@ import pathlib
 import shutil
 from typing import Any, Callable, Dict, List, Optional
 
+from absl import logging
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
@@ -94,6 +95,17 @@ class Checkpointer:
     """The newest complete step."""
     complete = [e for e in self.steps() if self.is_complete(e)]
     return complete[-1] if complete else None
+
+  def legacy_epoch(self) -> Optional[int]:
+    """The newest step of a workdir written before manifests existed (no step has one)."""
+    steps = self.steps()
+    if steps and not any(self.is_complete(e) for e in steps):
+      return steps[-1]
+    return None
+
+  def _warn_legacy(self, epoch: int) -> None:
+    logging.warning('%s has no %s (written by an older monoloc_jax): restored unverified; '
+                    'the next checkpoint will have one', self.directory / str(epoch), MANIFEST)
 
   def _corrupt(self, epoch: int, why: str) -> errors.MonolocError:
     return errors.MonolocError(
@@ -180,18 +192,30 @@ class Checkpointer:
         raise self._corrupt(epoch, f'the shapes of {k} differ from this model\'s')
     return out
 
-  def restore_for_resume(self, target: Dict[str, Any], history_epochs: int,
+  def restore_for_resume(self, target: Dict[str, Any], history: List[Dict[str, Any]],
                          vocab_path: pathlib.Path, claims_training: bool
                          ) -> Optional[Dict[str, Any]]:
     """The newest complete checkpoint, verified, in the structure of `target`, with its
     'history'; None for a run that has not finished an epoch.
 
-    history_epochs: the last epoch metrics.jsonl records. A step directory without a
-      manifest and newer than that is an interrupted save and is removed; one that the
-      history already records is damage (an error).
+    history: the records metrics.jsonl holds. A step directory without a manifest and
+      newer than its last epoch is an interrupted save and is removed; one that the
+      history already records is damage (an error), unless no step has a manifest: a
+      workdir written by an older version, restored unverified, its history cut back
+      from metrics.jsonl.
     claims_training: the workdir says epochs were done (metrics.jsonl, results.json):
       without a checkpoint this is an error, not a restart from scratch.
     """
+    history_epochs = max((r['epoch'] for r in history), default=0)
+    legacy = self.legacy_epoch()
+    if legacy is not None and legacy <= history_epochs:
+      self._warn_legacy(legacy)
+      out = self._restore(legacy, target)
+      by_epoch = {r['epoch']: r for r in history}
+      out['history'] = [by_epoch[e] for e in sorted(by_epoch) if e <= legacy]
+      out['epoch'] = legacy
+      self.prune(keep=legacy)
+      return out
     for epoch in reversed(self.steps()):
       if self.is_complete(epoch):
         break
@@ -219,6 +243,10 @@ class Checkpointer:
     """Only the (verified) best parameters of the newest complete checkpoint."""
     epoch = self.latest_epoch()
     if epoch is None:
-      return None
-    self.manifest(epoch, vocab_path)
+      epoch = self.legacy_epoch()
+      if epoch is None:
+        return None
+      self._warn_legacy(epoch)
+    else:
+      self.manifest(epoch, vocab_path)
     return self._restore(epoch, {'best_params': params_target})['best_params']

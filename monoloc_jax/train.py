@@ -257,10 +257,9 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant,
   tracker = Tracker.create(n, config.learning_rate)
 
   ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
-  recorded = [r['epoch'] for r in rundir.read_history(workdir)]
   restored = ckpt.restore_for_resume(
       {'state': state, 'best_params': best_params, 'tracker': tracker.to_tree()},
-      history_epochs=max(recorded, default=0), vocab_path=vocab_path,
+      history=rundir.read_history(workdir), vocab_path=vocab_path,
       claims_training=rundir.history_claims_epochs(workdir))
   history = []
   if restored is not None:
