@@ -44,6 +44,7 @@ def _abstract(tree):
 
 
 def file_sha256(path: pathlib.Path) -> str:
+  """The hex sha256 of a file, read in 1 MiB blocks."""
   digest = hashlib.sha256()
   with open(path, 'rb') as f:
     for block in iter(lambda: f.read(1 << 20), b''):

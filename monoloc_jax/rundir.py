@@ -4,10 +4,12 @@
   vocab.json     the vocabulary built from the training split
   metrics.jsonl  one line per finished epoch (loss, dev accuracy, lr, seconds per seed)
   results.json   test metrics per split, aggregated over seeds and per seed
-  checkpoints/   orbax checkpoints (see `checkpointing`)
+  checkpoints/   orbax checkpoints, each with a sha256 manifest (see `checkpointing`)
+  .lock          the fcntl lock of the process using the workdir
 
-JSON files are written atomically (temporary file, fsync, rename), so a kill
-never leaves half a file behind.
+Every file is written atomically (temporary file, fsync, rename), so a kill
+never leaves half a file behind; every reader turns a damaged file into a
+one-line `MonolocError` naming it. README "Workdir contract" is the contract.
 """
 
 import contextlib
@@ -103,6 +105,7 @@ def read_json(path: pathlib.Path, what: str) -> Any:
 
 
 def save_config(workdir: pathlib.Path, config) -> None:
+  """Writes config.json (atomically)."""
   write_json(pathlib.Path(workdir) / CONFIG, config.to_dict())
 
 
@@ -229,6 +232,7 @@ def load_results(workdir: pathlib.Path) -> Dict[str, Any]:
 
 
 def save_results(workdir: pathlib.Path, results: Mapping[str, Any]) -> None:
+  """Writes results.json (atomically)."""
   write_json(pathlib.Path(workdir) / RESULTS, results)
 
 
