@@ -21,6 +21,7 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
 from monoloc_jax import models
 from monoloc_jax import rundir
+from monoloc_jax import tasks
 from monoloc_jax import variants
 from monoloc_jax.vocab import Vocabulary
 
@@ -150,7 +151,8 @@ def restore_for_eval(workdir: str):
   workdir = pathlib.Path(workdir)
   with rundir.os_errors(f'cannot read the workdir {workdir}'):
     config = rundir.load_config(workdir)
-    configs.validate(config)
+    if config.task in tasks.TASKS:    # a task defined outside the registry is the caller's
+      configs.validate(config)
     if not (workdir / rundir.VOCAB).exists():
       raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run '
                                 'directory')
