@@ -3,7 +3,7 @@
 Same flags as the installed `monoloc-train`; see monoloc_jax/main.py.
 """
 
-from monoloc_jax.main import run
+from monoloc_jax.cli import run
 
 if __name__ == '__main__':
   run()

@@ -1,21 +1,36 @@
 """Orbax checkpoints of a run: the latest train state, the best parameters and
-the host-side schedule, saved together after every epoch.
+the host-side schedule, saved together after every epoch, each with a manifest.
 
-A run restarted with the same workdir resumes from the latest checkpoint; a
-checkpoint that cannot be read is an error, never a silent restart.
+  checkpoints/<epoch>/                    orbax's files (items state, best_params, tracker)
+  checkpoints/<epoch>/monoloc_manifest.json
+      the sha256 of every file of the step, the sha256 of vocab.json, and the
+      training history (metrics.jsonl's records) up to that epoch.
+
+A step is complete once its manifest exists; the manifest is written (atomically)
+after orbax has finished the step, and older steps are deleted only after that.
+So a kill at any moment leaves at least the previous complete step. Before a
+restore every file is checked against the manifest: a flipped byte, a truncated
+or zero-filled file is a one-line `MonolocError`, never a silent restart or wrong
+numbers. Saving is synchronous: no background thread can fail after the fact.
 """
 
+import hashlib
 import pathlib
-from typing import Any, Dict, Optional
+import shutil
+from typing import Any, Callable, Dict, List, Optional
 
+from absl import logging
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from monoloc_jax import errors
+from monoloc_jax import rundir
 from monoloc_jax import sharding
 
 ITEMS = ('state', 'best_params', 'tracker')
+MANIFEST = 'monoloc_manifest.json'
+_FORMAT = 'monoloc_jax.checkpoint'
 
 
 def _host_copy(tree):
@@ -30,46 +45,211 @@ def _abstract(tree):
                                      if not hasattr(x, 'dtype') else x.dtype), tree)
 
 
+def file_sha256(path: pathlib.Path) -> str:
+  """The hex sha256 of a file, read in 1 MiB blocks."""
+  digest = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def _step_files(step_dir: pathlib.Path) -> Dict[str, str]:
+  """{relative path: sha256} of every file of a step, the manifest excepted."""
+  return {str(p.relative_to(step_dir)): file_sha256(p)
+          for p in sorted(step_dir.rglob('*')) if p.is_file() and p.name != MANIFEST}
+
+
 class Checkpointer:
-  """Keeps the newest `max_to_keep` epochs under `directory`."""
+  """The checkpoints of one run directory.
 
-  def __init__(self, directory, max_to_keep: int = 1):
+  read_only: for evaluation; nothing is created or deleted.
+  """
+
+  def __init__(self, directory, read_only: bool = False):
     self.directory = pathlib.Path(directory).absolute()
-    self._manager = ocp.CheckpointManager(
-        self.directory, item_names=ITEMS,
-        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
+    self.read_only = read_only
+    self._manager = None
 
-  def save(self, epoch: int, tree: Dict[str, Any]) -> None:
-    """Saves {'state', 'best_params', 'tracker'} as epoch `epoch` (asynchronously)."""
-    self._manager.save(epoch, args=ocp.args.Composite(
-        **{k: ocp.args.StandardSave(_host_copy(tree[k])) for k in ITEMS}))
+  # ------------------------------------------------------------- helpers ---
+  def _orbax(self) -> ocp.CheckpointManager:
+    if self._manager is None:
+      self._manager = ocp.CheckpointManager(
+          self.directory, item_names=ITEMS,
+          options=ocp.CheckpointManagerOptions(
+              max_to_keep=None, create=not self.read_only, read_only=self.read_only,
+              enable_async_checkpointing=False, cleanup_tmp_directories=not self.read_only))
+    return self._manager
 
-  def wait(self) -> None:
-    self._manager.wait_until_finished()
+  def steps(self) -> List[int]:
+    """Epochs that have a step directory (complete or not), ascending."""
+    if not self.directory.is_dir():
+      return []
+    return sorted(int(p.name) for p in self.directory.iterdir()
+                  if p.is_dir() and p.name.isdigit())
+
+  def _manifest_path(self, epoch: int) -> pathlib.Path:
+    return self.directory / str(epoch) / MANIFEST
+
+  def is_complete(self, epoch: int) -> bool:
+    return self._manifest_path(epoch).is_file()
 
   def latest_epoch(self) -> Optional[int]:
-    return self._manager.latest_step()
+    """The newest complete step."""
+    complete = [e for e in self.steps() if self.is_complete(e)]
+    return complete[-1] if complete else None
 
-  def _restore(self, targets: Dict[str, Any]):
+  def legacy_epoch(self) -> Optional[int]:
+    """The newest step of a workdir written before manifests existed (no step has one)."""
+    steps = self.steps()
+    if steps and not any(self.is_complete(e) for e in steps):
+      return steps[-1]
+    return None
+
+  def _warn_legacy(self, epoch: int) -> None:
+    logging.warning('%s has no %s (written by an older monoloc_jax): restored unverified; '
+                    'the next checkpoint will have one', self.directory / str(epoch), MANIFEST)
+
+  def _corrupt(self, epoch: int, why: str) -> errors.MonolocError:
+    return errors.MonolocError(
+        f'the checkpoint {self.directory / str(epoch)} is corrupt or does not match '
+        f'this configuration ({why}); the run cannot continue from it: move the workdir '
+        f'away and start over with a fresh --workdir')
+
+  def manifest(self, epoch: int, vocab_path: Optional[pathlib.Path] = None) -> Dict[str, Any]:
+    """The verified manifest of step `epoch`: every file's sha256 (and vocab.json's,
+    if given) must match, else MonolocError."""
+    path = self._manifest_path(epoch)
+    manifest = rundir.read_json(path, 'checkpoint manifest')
+    if (not isinstance(manifest, dict) or manifest.get('format') != _FORMAT
+        or manifest.get('epoch') != epoch or not isinstance(manifest.get('files'), dict)
+        or not isinstance(manifest.get('history'), list)):
+      raise self._corrupt(epoch, f'{MANIFEST} is not a valid manifest')
+    actual = _step_files(self.directory / str(epoch))
+    for name in sorted(set(actual) | set(manifest['files'])):
+      if name not in actual:
+        raise self._corrupt(epoch, f'{name} is missing')
+      if name not in manifest['files']:
+        raise self._corrupt(epoch, f'{name} is not in its manifest')
+      if actual[name] != manifest['files'][name]:
+        raise self._corrupt(epoch, f'the sha256 of {name} differs from its manifest')
+    if vocab_path is not None and manifest.get('vocab_sha256') != file_sha256(vocab_path):
+      raise errors.MonolocError(
+          f'{vocab_path} is not the vocabulary the checkpoint {self.directory / str(epoch)} '
+          f'was trained with (its sha256 differs); restore the original file')
+    return manifest
+
+  # ---------------------------------------------------------------- save ---
+  def save(self, epoch: int, tree: Dict[str, Any], history: List[Dict[str, Any]],
+           vocab_path: pathlib.Path, hook: Callable[[str], None] = lambda phase: None) -> None:
+    """Saves {'state', 'best_params', 'tracker'} as step `epoch` and then its manifest.
+
+    history: metrics.jsonl's records up to this epoch (kept in the manifest).
+    hook: called with 'save' between orbax's files and the manifest (`faults`).
+    A failure (a full disk) removes the incomplete step and is a one-line MonolocError;
+    the previous complete step is untouched.
+    """
+    step_dir = self.directory / str(epoch)
+    try:
+      if step_dir.exists():          # an incomplete leftover of an interrupted save
+        shutil.rmtree(step_dir)
+      self._orbax().save(epoch, args=ocp.args.Composite(
+          **{k: ocp.args.StandardSave(_host_copy(tree[k])) for k in ITEMS}), force=True)
+      self._orbax().wait_until_finished()
+      hook('save')
+      rundir.write_json(self._manifest_path(epoch), {
+          'format': _FORMAT, 'epoch': epoch, 'files': _step_files(step_dir),
+          'vocab_sha256': file_sha256(vocab_path), 'history': history})
+    except Exception as e:  # pylint: disable=broad-except
+      # orbax and tensorstore raise many types (OSError, ValueError('RESOURCE_EXHAUSTED...')).
+      shutil.rmtree(step_dir, ignore_errors=True)
+      reason = (rundir.os_error_message(e) if isinstance(e, OSError)
+                else (str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+      kept = [s for s in self.steps() if s != epoch and self.is_complete(s)]
+      last = (f'the last good checkpoint (epoch {kept[-1]}) is intact' if kept
+              else 'no earlier checkpoint exists')
+      raise errors.MonolocError(f'could not save the checkpoint of epoch {epoch} in '
+                                f'{self.directory} ({reason}); {last}') from None
+
+  def prune(self, keep: int) -> None:
+    """Deletes every step but `keep` (called once `keep` is complete and recorded)."""
+    for epoch in self.steps():
+      if epoch != keep:
+        shutil.rmtree(self.directory / str(epoch), ignore_errors=True)
+    if self._manager is not None:
+      self._manager.reload()
+
+  # ------------------------------------------------------------- restore ---
+  def _restore(self, epoch: int, targets: Dict[str, Any]) -> Dict[str, Any]:
+    try:
+      restored = self._orbax().restore(epoch, args=ocp.args.Composite(
+          **{k: ocp.args.StandardRestore(_abstract(v)) for k, v in targets.items()}))
+      out = {k: restored[k] for k in targets}
+    except Exception as e:  # pylint: disable=broad-except  (orbax raises many types)
+      first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ''
+      raise self._corrupt(epoch, f'{type(e).__name__}: {first}') from None
+    for k in targets:
+      got = jax.tree_util.tree_map(np.shape, out[k])
+      want = jax.tree_util.tree_map(np.shape, targets[k])
+      if got != want:
+        raise self._corrupt(epoch, f'the shapes of {k} differ from this model\'s')
+    return out
+
+  def restore_for_resume(self, target: Dict[str, Any], history: List[Dict[str, Any]],
+                         vocab_path: pathlib.Path, claims_training: bool
+                         ) -> Optional[Dict[str, Any]]:
+    """The newest complete checkpoint, verified, in the structure of `target`, with its
+    'history'; None for a run that has not finished an epoch.
+
+    history: the records metrics.jsonl holds. A step directory without a manifest and
+      newer than its last epoch is an interrupted save and is removed; one that the
+      history already records is damage (an error), unless no step has a manifest: a
+      workdir written by an older version, restored unverified, its history cut back
+      from metrics.jsonl.
+    claims_training: the workdir says epochs were done (metrics.jsonl, results.json):
+      without a checkpoint this is an error, not a restart from scratch.
+    """
+    history_epochs = max((r['epoch'] for r in history), default=0)
+    legacy = self.legacy_epoch()
+    if legacy is not None and legacy <= history_epochs:
+      self._warn_legacy(legacy)
+      out = self._restore(legacy, target)
+      by_epoch = {r['epoch']: r for r in history}
+      out['history'] = [by_epoch[e] for e in sorted(by_epoch) if e <= legacy]
+      out['epoch'] = legacy
+      self.prune(keep=legacy)
+      return out
+    for epoch in reversed(self.steps()):
+      if self.is_complete(epoch):
+        break
+      if epoch <= history_epochs:
+        raise self._corrupt(epoch, f'{MANIFEST} is missing but metrics.jsonl records '
+                                   f'epoch {epoch}')
+      shutil.rmtree(self.directory / str(epoch))
     epoch = self.latest_epoch()
     if epoch is None:
+      if claims_training:
+        raise errors.MonolocError(
+            f'{self.directory.parent} records finished epochs (metrics.jsonl or '
+            f'results.json) but {self.directory} holds no checkpoint; the run cannot resume '
+            'and is not restarted over its results: move the workdir away or use a fresh '
+            '--workdir')
       return None
-    try:
-      restored = self._manager.restore(epoch, args=ocp.args.Composite(
-          **{k: ocp.args.StandardRestore(_abstract(v)) for k, v in targets.items()}))
-    except Exception as e:  # orbax raises many types for unreadable files
-      first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ''
-      raise errors.MonolocError(
-          f'the checkpoint {self.directory / str(epoch)} is corrupt or does not match '
-          f'this configuration ({type(e).__name__}: {first}); delete it to start over '
-          f'or use another --workdir') from None
-    return {k: restored[k] for k in targets}
+    manifest = self.manifest(epoch, vocab_path)
+    out = self._restore(epoch, target)
+    out['history'] = manifest['history']
+    out['epoch'] = epoch
+    self.prune(keep=epoch)
+    return out
 
-  def restore_latest(self, target: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The newest checkpoint in the structure of `target`, or None if there is none."""
-    return self._restore(target)
-
-  def restore_best_params(self, params_target) -> Optional[Any]:
-    """Only the best parameters of the newest checkpoint."""
-    out = self._restore({'best_params': params_target})
-    return None if out is None else out['best_params']
+  def restore_best_params(self, params_target, vocab_path: pathlib.Path) -> Optional[Any]:
+    """Only the (verified) best parameters of the newest complete checkpoint."""
+    epoch = self.latest_epoch()
+    if epoch is None:
+      epoch = self.legacy_epoch()
+      if epoch is None:
+        return None
+      self._warn_legacy(epoch)
+    else:
+      self.manifest(epoch, vocab_path)
+    return self._restore(epoch, {'best_params': params_target})['best_params']

@@ -16,12 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from monoloc_jax import checkpointing
+from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
 from monoloc_jax import models
 from monoloc_jax import rundir
 from monoloc_jax import sharding
+from monoloc_jax import tasks
 from monoloc_jax import variants
 from monoloc_jax.vocab import Vocabulary
 
@@ -160,13 +162,18 @@ def abstract_params(model: models.Seq2Seq, n_seeds: int):
 def restore_for_eval(workdir: str):
   """Loads config, vocabulary, model and best parameters of a run (no optimizer is built)."""
   workdir = pathlib.Path(workdir)
-  config = rundir.load_config(workdir)
-  if not (workdir / rundir.VOCAB).exists():
-    raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run directory')
-  vocab = Vocabulary.load(workdir / rundir.VOCAB)
-  model = models.from_config(config, vocab)
-  ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
-  best = ckpt.restore_best_params(abstract_params(model, config.seeds))
+  with rundir.os_errors(f'cannot read the workdir {workdir}'):
+    config = rundir.load_config(workdir)
+    if config.task in tasks.TASKS:    # a task defined outside the registry is the caller's
+      configs.validate(config)
+    if not (workdir / rundir.VOCAB).exists():
+      raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run '
+                                'directory')
+    vocab = Vocabulary.load(workdir / rundir.VOCAB)
+    model = models.from_config(config, vocab)
+    ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS, read_only=True)
+    best = ckpt.restore_best_params(abstract_params(model, config.seeds),
+                                    vocab_path=workdir / rundir.VOCAB)
   if best is None:
     raise errors.MonolocError(f'{workdir} has no checkpoint to evaluate')
   return config, vocab, model, best
@@ -193,11 +200,12 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
         f"--mode=evaluate cannot change config.{refused[0]}; it may change only "
         f"{', '.join(EVALUATE_OVERRIDES)}")
   rundir.load_config(pathlib.Path(workdir))     # a clear error if this is no run directory
-  with rundir.lock(pathlib.Path(workdir)):
+  with rundir.os_errors(f'cannot use the workdir {workdir}'), rundir.lock(pathlib.Path(workdir)):
     return _evaluate(workdir, overrides)
 
 
 def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
+  existing = rundir.load_results(pathlib.Path(workdir))   # a damaged one is an error, kept
   config, vocab, model, params = restore_for_eval(workdir)
   if overrides:
     config.update(overrides)
@@ -206,7 +214,7 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
   test = evaluate_splits(make_eval_programs(model), params, data, config)
-  results = rundir.load_results(pathlib.Path(workdir)) or {
+  results = existing or {
       'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
       'config': config.to_dict()}
   results['test'] = {**results.get('test', {}), **test}

@@ -16,6 +16,11 @@ The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
 """
 
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import cli
+if __name__ == '__main__':     # `python -m monoloc_jax.main`: Ctrl-C works from here on
+  cli.stop_on_interrupt()
+
 import importlib.util
 import pathlib
 import sys
@@ -162,10 +167,11 @@ def main(argv) -> None:
   except errors.MonolocError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
+  except OSError as e:      # anything the library did not name itself: still one line
+    print(f'error: {rundir.os_error_message(e)}', file=sys.stderr)
+    sys.exit(2)
   except KeyboardInterrupt:
-    print('interrupted; rerun the same command to resume from the last checkpoint',
-          file=sys.stderr)
-    sys.exit(130)
+    cli.exit_interrupted()
 
 
 def _parse_flags(argv):
@@ -237,6 +243,7 @@ def help_text() -> str:
 
 def run() -> None:
   """Console-script entry point."""
+  cli.stop_on_interrupt()
   if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
     print(help_text())
     sys.exit(0)

@@ -4,10 +4,12 @@
   vocab.json     the vocabulary built from the training split
   metrics.jsonl  one line per finished epoch (loss, dev accuracy, lr, seconds per seed)
   results.json   test metrics per split, aggregated over seeds and per seed
-  checkpoints/   orbax checkpoints (see `checkpointing`)
+  checkpoints/   orbax checkpoints, each with a sha256 manifest (see `checkpointing`)
+  .lock          the fcntl lock of the process using the workdir
 
-JSON files are written atomically (temporary file, fsync, rename), so a kill
-never leaves half a file behind.
+Every file is written atomically (temporary file, fsync, rename), so a kill
+never leaves half a file behind; every reader turns a damaged file into a
+one-line `MonolocError` naming it. README "Workdir contract" is the contract.
 """
 
 import contextlib
@@ -40,34 +42,102 @@ def seeds_of(config) -> List[int]:
   return [config.seed + i for i in range(config.seeds)]
 
 
-def write_json(path: pathlib.Path, obj: Any) -> None:
-  """Writes `obj` as JSON to `path` atomically."""
+def os_error_message(e: OSError) -> str:
+  """'<reason>: <path>' for an OSError (the path it names, if any)."""
+  reason = e.strerror or str(e) or type(e).__name__
+  return f'{reason}: {e.filename}' if e.filename else reason
+
+
+@contextlib.contextmanager
+def os_errors(what: str) -> Iterator[None]:
+  """Turns an OSError (read-only or full disk, a file where a directory should be, ...)
+  into a one-line MonolocError: '<what>: <reason>: <path>'."""
+  try:
+    yield
+  except OSError as e:
+    raise errors.MonolocError(f'{what}: {os_error_message(e)}') from None
+
+
+def write_bytes_atomic(path: pathlib.Path, data: bytes) -> None:
+  """Writes `data` to `path` atomically: a temporary file beside it, fsync, rename,
+  fsync of the directory. A kill at any moment leaves the old file or the new one."""
   path = pathlib.Path(path)
   tmp = path.with_name(f'.{path.name}.tmp')
-  with open(tmp, 'w', encoding='utf-8') as f:
-    f.write(json.dumps(obj, indent=2, default=float))
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  try:
+    with open(tmp, 'wb') as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      tmp.unlink()
+    raise
+  with contextlib.suppress(OSError):      # the rename itself is durable once the dir is synced
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
+def write_json(path: pathlib.Path, obj: Any) -> None:
+  """Writes `obj` as JSON to `path` atomically."""
+  write_bytes_atomic(path, json.dumps(obj, indent=2, default=float).encode('utf-8'))
+
+
+def read_json(path: pathlib.Path, what: str) -> Any:
+  """The JSON content of `path`; one-line MonolocError when it cannot be read or parsed
+  (not UTF-8, invalid JSON, nested too deep, unreadable)."""
+  path = pathlib.Path(path)
+  try:
+    return json.loads(path.read_bytes().decode('utf-8'))
+  except OSError as e:
+    raise errors.MonolocError(f'cannot read {what} {path}: {os_error_message(e)}') from None
+  except UnicodeDecodeError as e:
+    raise errors.MonolocError(f'{path} is not a valid {what}: not UTF-8 text '
+                              f'(byte {e.start})') from None
+  except RecursionError:
+    raise errors.MonolocError(f'{path} is not a valid {what}: JSON nested too deeply') from None
+  except ValueError as e:
+    reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+    raise errors.MonolocError(f'{path} is not a valid {what}: {reason}') from None
 
 
 def save_config(workdir: pathlib.Path, config) -> None:
+  """Writes config.json (atomically)."""
   write_json(pathlib.Path(workdir) / CONFIG, config.to_dict())
 
 
 def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """The stored config over the current defaults (fields added since keep their defaults).
 
-  Configs written before the field `model` was renamed `variant` are read too.
+  Configs written before the field `model` was renamed `variant` are read too. A
+  damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
+  or variant) is a one-line MonolocError.
   """
   path = pathlib.Path(workdir) / CONFIG
-  if not path.exists():
+  if not path.is_file():
     raise errors.MonolocError(f'{workdir} has no {CONFIG}: not a monoloc_jax run directory')
-  stored = json.loads(path.read_text(encoding='utf-8'))
+  stored = read_json(path, 'run config')
+  if not isinstance(stored, dict):
+    raise errors.MonolocError(f'{path} is not a valid run config: expected a JSON object, '
+                              f'got {type(stored).__name__}')
   if 'model' in stored and 'variant' not in stored:
     stored['variant'] = stored.pop('model')
   config = default.get_config()
-  config.update(stored)
+  missing = [k for k in ('task', 'variant') if k not in stored]
+  unknown = sorted(set(stored) - set(config))
+  if missing or unknown:
+    what = (f"it has no {' or '.join(repr(k) for k in missing)}" if missing
+            else f"unknown field(s) {', '.join(map(repr, unknown))}")
+    raise errors.MonolocError(f'{path} is not a valid run config: {what}; '
+                              f'valid fields: {", ".join(sorted(config))}')
+  try:
+    config.update(stored)
+  except (TypeError, ValueError, KeyError) as e:
+    reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    raise errors.MonolocError(f'{path} is not a valid run config: {reason}') from None
   return config
 
 
@@ -97,7 +167,7 @@ def check_config(workdir: pathlib.Path, config) -> None:
 def lock(workdir: pathlib.Path) -> Iterator[None]:
   """Holds an exclusive lock on the workdir; a second process is refused with one line."""
   path = pathlib.Path(workdir) / LOCK
-  with open(path, 'a+', encoding='utf-8') as f:
+  with open(path, 'a+', encoding='utf-8', errors='replace') as f:
     try:
       fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -115,27 +185,54 @@ def lock(workdir: pathlib.Path) -> Iterator[None]:
       fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def append_history(workdir: pathlib.Path, record: Mapping[str, Any]) -> None:
-  """Appends one epoch's record to metrics.jsonl."""
-  with (pathlib.Path(workdir) / HISTORY).open('a', encoding='utf-8') as f:
-    f.write(json.dumps(record) + '\n')
-
-
-def truncate_history(workdir: pathlib.Path, epoch: int) -> None:
-  """Drops history lines of epochs after `epoch` (written before a crash, not checkpointed)."""
+def read_history(workdir: pathlib.Path) -> List[Dict[str, Any]]:
+  """The records of metrics.jsonl that can be read, in file order (damaged lines are
+  skipped: on resume the file is rewritten from the checkpoint's own copy)."""
   path = pathlib.Path(workdir) / HISTORY
-  if path.exists():
-    lines = [l for l in path.read_text(encoding='utf-8').splitlines()
-             if l.strip() and json.loads(l)['epoch'] <= epoch]
-    path.write_text(''.join(l + '\n' for l in lines), encoding='utf-8')
+  records = []
+  try:
+    lines = path.read_bytes().splitlines()
+  except FileNotFoundError:
+    return []
+  for line in lines:
+    try:
+      record = json.loads(line.decode('utf-8'))
+    except (ValueError, RecursionError):
+      continue
+    if isinstance(record, dict) and isinstance(record.get('epoch'), int):
+      records.append(record)
+  return records
+
+
+def history_claims_epochs(workdir: pathlib.Path) -> bool:
+  """Whether the workdir says that training happened: a non-empty metrics.jsonl or a
+  results.json."""
+  workdir = pathlib.Path(workdir)
+  history = workdir / HISTORY
+  return (history.is_file() and history.stat().st_size > 0) or (workdir / RESULTS).exists()
+
+
+def write_history(workdir: pathlib.Path, records: List[Mapping[str, Any]]) -> None:
+  """Writes metrics.jsonl, one line per epoch, atomically (the whole file each epoch,
+  so a kill never leaves a half line or a duplicated epoch)."""
+  write_bytes_atomic(pathlib.Path(workdir) / HISTORY,
+                     ''.join(json.dumps(r) + '\n' for r in records).encode('utf-8'))
 
 
 def load_results(workdir: pathlib.Path) -> Dict[str, Any]:
+  """results.json ({} when there is none); MonolocError when it is damaged."""
   path = pathlib.Path(workdir) / RESULTS
-  return json.loads(path.read_text(encoding='utf-8')) if path.exists() else {}
+  if not path.exists():
+    return {}
+  results = read_json(path, 'results file')
+  if not isinstance(results, dict) or not isinstance(results.get('test', {}), dict):
+    raise errors.MonolocError(f'{path} is not a valid results file: expected a JSON object '
+                              'with a "test" object; move it away to re-create it')
+  return results
 
 
 def save_results(workdir: pathlib.Path, results: Mapping[str, Any]) -> None:
+  """Writes results.json (atomically)."""
   write_json(pathlib.Path(workdir) / RESULTS, results)
 
 

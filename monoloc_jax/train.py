@@ -24,6 +24,7 @@ import optax
 from monoloc_jax import checkpointing
 from monoloc_jax import configs
 from monoloc_jax import errors
+from monoloc_jax import faults
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
@@ -223,22 +224,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
     `jax.devices()`; see `sharding.plan`); one device runs the plain vmapped program.
   """
   configs.validate(config, task=task, variant=variant)
+  kill = faults.KillSwitch.from_env()
   workdir = pathlib.Path(workdir)
-  rundir.check_config(workdir, config)        # before anything is written
-  workdir.mkdir(parents=True, exist_ok=True)
-  with rundir.lock(workdir):
-    return _train_and_evaluate(config, workdir, task, variant, devices)
+  with rundir.os_errors(f'cannot use the workdir {workdir}'):
+    rundir.check_config(workdir, config)        # before anything is written
+    workdir.mkdir(parents=True, exist_ok=True)
+    with rundir.lock(workdir):
+      kill('startup')
+      return _train_and_evaluate(config, workdir, task, variant, devices, kill)
 
 
-def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -> Dict[str, Any]:
+def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
+                        kill: Callable[[str], None]) -> Dict[str, Any]:
   t_start = time.time()
   data = ip.load_data(config, task=task)
   vocab_path = workdir / rundir.VOCAB
-  if vocab_path.exists() and Vocabulary.load(vocab_path) != data.vocab:
-    raise errors.MonolocError(f'{workdir} holds a run with another vocabulary; '
-                              'use a fresh --workdir')
-  data.vocab.save(vocab_path)
-  rundir.save_config(workdir, config)
+  if vocab_path.exists():
+    if Vocabulary.load(vocab_path) != data.vocab:
+      raise errors.MonolocError(f'{workdir} holds a run with another vocabulary; '
+                                'use a fresh --workdir')
+  else:
+    rundir.write_bytes_atomic(vocab_path, data.vocab.to_json().encode('utf-8'))
 
   model = models.from_config(config, data.vocab, variant=variant)
   tx = make_optimizer(config)
@@ -257,14 +263,20 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -
   tracker = Tracker.create(n, config.learning_rate)
 
   ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
-  restored = ckpt.restore_latest({'state': state, 'best_params': best_params,
-                                  'tracker': tracker.to_tree()})
+  restored = ckpt.restore_for_resume(
+      {'state': state, 'best_params': best_params, 'tracker': tracker.to_tree()},
+      history=rundir.read_history(workdir), vocab_path=vocab_path,
+      claims_training=rundir.history_claims_epochs(workdir))
+  history = []
   if restored is not None:
     state, best_params = placement.put_state((restored['state'], restored['best_params']))
     tracker = Tracker.from_tree(restored['tracker'])
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
-    rundir.truncate_history(workdir, tracker.epoch)
+    # The history is the checkpoint's own copy: cut back to the restored epoch exactly.
+    history = restored['history']
+    rundir.write_history(workdir, history)
+  rundir.save_config(workdir, config)       # once the checkpoint is known to be good
   print(logs.header(config, workdir, data, seeds, tracker.epoch, model.variant.display_name),
         flush=True)
   # Event files are flushed every epoch; the writer is closed when the run ends.
@@ -281,8 +293,11 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -
     stats = placement.put_state(EpochStats.zeros(n))
     batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
                                config.data_seed, data.vocab.sos_id, config.bucket_batches)
-    for batch in logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}', bars):
+    for i, batch in enumerate(logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}',
+                                            bars)):
       state, stats = programs.train_step(state, placement.put_batch(batch), stats)
+      if i == 0:
+        kill('mid_epoch')
     loss_sum, tokens, bad = (sharding.to_host(a) for a in stats)
     if (bad >= 0).any():
       seed_i = int(np.argmax(bad >= 0))
@@ -296,6 +311,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -
     train_s = time.time() - t0
     train_time += train_s
     dev_acc = inference.dev_accuracy(eval_programs, state.params, data, config)
+    kill('dev')
     was_stopped = tracker.stopped.copy()
     improved = tracker.update(dev_acc, config)
     best_params = _stack_where(improved, state.params, best_params)
@@ -303,21 +319,27 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices) -
               'dev_accuracy': (100 * dev_acc).tolist(), 'lr': tracker.lr.tolist(),
               'improved': improved.tolist(), 'stopped': (tracker.stopped & ~was_stopped).tolist(),
               'train_s': train_s, 'epoch_s': time.time() - t0}
-    rundir.append_history(workdir, record)
+    history.append(record)
     writer.write_epoch(record)
+    # Checkpoint (with its manifest holding the history), then metrics.jsonl, then the
+    # previous checkpoint is deleted: a kill between any two leaves a consistent workdir.
     ckpt.save(tracker.epoch, {'state': state, 'best_params': best_params,
-                              'tracker': tracker.to_tree()})
+                              'tracker': tracker.to_tree()}, history, vocab_path, kill)
+    kill('manifest')
+    rundir.write_history(workdir, history)
+    kill('history')
+    ckpt.prune(keep=tracker.epoch)
     logging.info('epoch %d  loss %s  dev acc %s  lr %s  %.1fs (train %.1fs)', tracker.epoch,
                  np.array2string(loss_sum / np.maximum(tokens, 1), precision=4),
                  np.array2string(100 * dev_acc, precision=2), tracker.lr, record['epoch_s'],
                  train_s)
     print(logs.epoch_line(record), flush=True)
-  ckpt.wait()
 
   t_eval = time.time()
   print(f"testing each seed's best-dev parameters on {', '.join(data.tests)}", flush=True)
   test = inference.evaluate_splits(eval_programs, best_params, data, config,
                                    report=lambda line: print(line, flush=True))
+  kill('final')
   writer.write_test(test, tracker.epoch)
   results = {
       'task': getattr(task, 'name', config.task), 'variant': getattr(variant, 'name', config.variant),

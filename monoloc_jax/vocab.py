@@ -182,6 +182,8 @@ class Vocabulary:
       content = json.loads(text)
     except (TypeError, ValueError) as e:
       raise MonolocError(f'vocabulary JSON is malformed: {e}') from None
+    except RecursionError:
+      raise MonolocError('vocabulary JSON is malformed: nested too deeply') from None
     if not isinstance(content, dict) or content.get('format') != _FORMAT:
       raise MonolocError(
           f'not a monoloc_jax vocabulary (expected a JSON object with '
@@ -209,6 +211,9 @@ class Vocabulary:
     except OSError as e:
       raise MonolocError(f'cannot read vocabulary {os.fspath(path)!r}: '
                          f'{e.strerror or e}') from None
+    except UnicodeDecodeError as e:
+      raise MonolocError(f'vocabulary {os.fspath(path)!r} is not UTF-8 text '
+                         f'(byte {e.start})') from None
     return cls.from_json(text)
 
 
@@ -222,6 +227,12 @@ def _check_tokens(tokens: Tuple[str, ...]) -> None:
     if not isinstance(token, str) or not token:
       raise MonolocError(
           f'vocabulary tokens must be non-empty strings, got {token!r}')
+    try:
+      token.encode('utf-8')
+    except UnicodeEncodeError:
+      raise MonolocError(
+          f'vocabulary token {token!r} is not valid Unicode text (a lone '
+          'surrogate); it cannot be saved') from None
   if len(set(tokens)) != len(tokens):
     duplicates = sorted({t for t in tokens if tokens.count(t) > 1})
     raise MonolocError(f'vocabulary has duplicate tokens: {duplicates}')

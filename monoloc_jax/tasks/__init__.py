@@ -377,8 +377,8 @@ def _read_cache(path: pathlib.Path, header: Mapping[str, Any]
       content = json.load(f)
   except FileNotFoundError:
     return None
-  except (OSError, ValueError) as e:
-    _LOG.warning('unreadable task cache %s (%s); regenerating', path, e)
+  except (OSError, ValueError, RecursionError) as e:
+    _LOG.warning('unreadable task cache %s (%s); regenerating', path, type(e).__name__)
     return None
   try:
     if any(content[key] != value for key, value in header.items()):

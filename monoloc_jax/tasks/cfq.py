@@ -173,6 +173,8 @@ def iter_records(
           line = lines_before + buf.count('\n', 0, e.pos) + 1
           column = e.pos - (buf.rfind('\n', 0, e.pos) + 1) + 1
           raise _json_error(path, line, column, e.msg) from None
+        except RecursionError:
+          raise _json_error(path, *here(), 'a record nested too deeply') from None
         # A number or literal at the chunk end may be cut short: make sure
         # the element is followed by something before trusting it.
         if end == len(buf) and refill():
@@ -202,6 +204,8 @@ def _read_split_file(path: pathlib.Path) -> Dict[str, List[int]]:
     raise _json_error(path, e.lineno, e.colno, e.msg) from None
   except (OSError, UnicodeDecodeError) as e:
     raise MonolocError(f'{os.fspath(path)}: cannot read file ({e})') from e
+  except RecursionError:
+    raise MonolocError(f'{os.fspath(path)}: malformed JSON (nested too deeply)') from None
   if not isinstance(data, dict):
     raise MonolocError(
         f'{os.fspath(path)}: expected a JSON object with keys '
