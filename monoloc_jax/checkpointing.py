@@ -74,10 +74,13 @@ class Checkpointer:
   # ------------------------------------------------------------- helpers ---
   def _orbax(self) -> ocp.CheckpointManager:
     if self._manager is None:
+      # In read-only use this class never saves or deletes, and orbax is not told
+      # `read_only`: its read-only mode logs two warnings on every use, which would
+      # break the CLI's one-line messages (--mode=evaluate/predict).
       self._manager = ocp.CheckpointManager(
           self.directory, item_names=ITEMS,
           options=ocp.CheckpointManagerOptions(
-              max_to_keep=None, create=not self.read_only, read_only=self.read_only,
+              max_to_keep=None, create=not self.read_only,
               enable_async_checkpointing=False, cleanup_tmp_directories=not self.read_only))
     return self._manager
 
