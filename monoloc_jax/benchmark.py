@@ -50,7 +50,7 @@ _PEAK = flags.DEFINE_float('peak_gflops', 166.0,
                            'Peak FP32 GFLOP/s of the machine (2 Zen 4 cores: 166).')
 _DATA_DIR = flags.DEFINE_string('data_dir', '', 'Data directory for SCAN/CFQ/Lookup files.')
 _OUT = flags.DEFINE_string('out', '', 'Write the figures as JSON to this file.')
-_BACKWARD = flags.DEFINE_enum('decoder_backward', 'custom', list(models.DECODER_BACKWARDS),
+_BACKWARD = flags.DEFINE_enum('decoder_backward', 'autodiff', list(models.DECODER_BACKWARDS),
                               'Backward pass of the decoder scan (config.decoder_backward).')
 _STRATEGY = flags.DEFINE_enum('seed_strategy', 'auto', list(multiseed.STRATEGIES),
                               'How the multi-seed measurement runs its seeds '
@@ -87,7 +87,7 @@ def _timed(fn):
 def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
             vmapped_seeds: int, train_size: int = 0, decode_split: str = 'test_100',
             decode_size: int = 0, peak_gflops: float = 166.0, data_dir: str = '',
-            decoder_backward: str = 'custom', seed_strategy: str = 'auto') -> Dict[str, float]:
+            decoder_backward: str = 'autodiff', seed_strategy: str = 'auto') -> Dict[str, float]:
   """Runs the measurements; returns the figures as a dict."""
   config = default.get_config()
   config.decoder_backward, config.seed_strategy = decoder_backward, seed_strategy

@@ -245,7 +245,7 @@ class Seq2Seq(nn.Module):
   sos_id: int = 1
   eos_id: int = 2
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
-  decoder_backward: str = 'custom'   # a key of DECODER_BACKWARDS (speed only)
+  decoder_backward: str = 'autodiff'   # a key of DECODER_BACKWARDS (speed only)
 
   def setup(self):
     d, e = self.hidden_dim, self.embed_dim
@@ -392,6 +392,6 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
       embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
       qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
       decoder_init=config.get('decoder_init', 'final_states'),
-      decoder_backward=config.get('decoder_backward', 'custom'),
+      decoder_backward=config.get('decoder_backward', 'autodiff'),
       dropout_rate=config.dropout, min_sigma=config.min_sigma,
       pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)

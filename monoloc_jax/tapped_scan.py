@@ -6,18 +6,19 @@ attention values and keys, the folded matrices, the token table) inside the
 reverse loop: a [D, 3D] outer product and a [B, S, D] add per step per
 invariant. `tapped_scan` differentiates the same loop differently:
 
-  * the forward scan saves only the carry of each step;
-  * the backward is a reverse `lax.scan` that recomputes one step from its
-    carry and takes `jax.vjp` of it with respect to the carry only;
   * every use of a loop-invariant array W inside the step goes through a *tap*,
-    `tap(op, x_t, W)`, which computes y_t = op(x_t, W) (+ a zero probe p_t in
-    the backward). The cotangent of the probe is dy_t; the reverse scan stacks
-    x_t and dy_t, and after the loop
+    `tap(op, x_t, W)`, which computes y_t = op(x_t, W);
+  * the forward scan saves the carry of each step and every tapped y_t;
+  * the backward is a reverse `lax.scan` that replays one step from its carry
+    with y_t = saved y_t + p_t (p_t a zero probe; the tapped ops are not run
+    again, only their transpose w.r.t. x_t) and takes `jax.vjp` of it with
+    respect to the carry and the probes only. The probes' cotangents dy_t and
+    the x_t are stacked, and after the loop
         dW = d/dW sum_t <dy_t, op(x_t, W)>
-    is taken once, as the VJP of `vmap(op)` over the stacked steps: for
-    op = x @ W that is one [D, T B] x [T B, 3D] product, for the weighted sum
-    of the values one einsum 'tbs,tbd->bsd', for the token table one
-    scatter-add.
+    is taken once per tap over the stacked steps (`TapOp.stacked_cotangent`,
+    else the VJP of `vmap(op)`): for op = x @ W one [D, T B] x [T B, 3D]
+    product, for the weighted sum of the values one einsum 'tbs,tbd->bsd', for
+    the token table one scatter-add.
 
 The step function is written once for every variant; it reads its invariants
 only through the tap. In the backward pass the step receives sealed
