@@ -18,12 +18,17 @@ The module has three layers:
 """
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
+
+from monoloc_jax import tapped_scan
+from monoloc_jax.tapped_scan import Tap
+from monoloc_jax.tapped_scan import apply as apply_tap
 
 Array = jax.Array
 
@@ -439,17 +444,23 @@ LOCATION_RULES: Dict[str, LocationRule] = {r.name: r for r in (
 
 
 def location_mu(rule: LocationRule, rho: Array, pa_prev: Array, step_size: Array,
-                is_first: Array, rule_params: Optional[Mapping[str, Array]] = None):
+                is_first: Array, rule_params: Optional[Mapping[str, Array]] = None,
+                tap: Tap = apply_tap):
   """Applies `rule` to the rho read-out. Returns (mu [...], step [...]).
 
   rho: [..., rule.num_rho]; pa_prev, step_size: [...]; is_first: [] bool;
-  rule_params: the rule's own learned arrays by name (e.g. {'gate_logit': p}).
+  rule_params: the rule's own learned arrays by name (e.g. {'gate_logit': p});
+  tap: how the step reads them (see `attention_step`).
   """
-  step = rule.step(rho[..., 0], **(rule_params or {}))
+  step = tap(functools.partial(_rule_step, rule), rho[..., 0], dict(rule_params or {}))
   mu = rule.update(step, rho, pa_prev, step_size, is_first)
   if rule.clamp:
     mu = leaky_clamp(mu)
   return mu, step
+
+
+def _rule_step(rule: LocationRule, rho_1: Array, rule_params: Mapping[str, Array]) -> Array:
+  return rule.step(rho_1, **rule_params)
 
 
 # The location read-outs of Eq. 9-10: l_t = W_l h + b_l, sigma from w_sigma . l_t + b_sigma
@@ -623,8 +634,26 @@ def initial_carry(batch_size: int) -> AttentionCarry:
   return AttentionCarry(jnp.zeros((batch_size,), jnp.float32), jnp.zeros((), jnp.int32))
 
 
+matmul, affine = tapped_scan.matmul, tapped_scan.affine
+# Eq. 2's sum_i a_ti v_i: weights [B, S], values [B, S, D_v] -> [B, D_v]; over the
+# steps, dV = sum_t a_t^T dctx_t is one einsum.
+weighted_sum = tapped_scan.TapOp(
+    lambda weights, values: jnp.einsum('bs,bsd->bd', weights, values),
+    lambda weights, d_context, values: jnp.einsum('tbs,tbd->bsd', weights, d_context))
+
+
+def _branch_scores(branch: ScoreBranch, memory: AttentionMemory, params: AttentionParams,
+                   x: Tuple[Array, AttentionCarry], w: Tuple[Optional[Array], Mapping]):
+  """The score branch with its loop invariants (keys, own arrays) given separately."""
+  q, carry = x
+  keys, score_params = w
+  return branch.score(q, memory._replace(keys=keys), carry,
+                      params.replace(score=score_params))
+
+
 def attention_step(variant: Variant, params: AttentionParams, memory: AttentionMemory,
-                   query: Array, carry: AttentionCarry, min_sigma: float = MIN_SIGMA):
+                   query: Array, carry: AttentionCarry, min_sigma: float = MIN_SIGMA,
+                   tap: Tap = apply_tap):
   """One cross-attention step (Eq. 1-19) of any variant.
 
   Direction mixing (Eq. 17-18) is not done here: it changes the encoder side,
@@ -638,6 +667,10 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
     query: [B, D] the decoder state h_{t-1}.
     carry: pa_{t-1} and the step index.
     min_sigma: Eq. 10's floor.
+    tap: how the step reads its loop invariants (`params` and memory.keys /
+      memory.values): every use is `tap(op, x, w)` = op(x, w), so that
+      `tapped_scan` can take their gradients after the decoder loop. The
+      default computes op(x, w) directly.
 
   Returns:
     (o_t [B, M], a_t [B, S], new carry, aux): o_t = (sum_i a_ti v_i) params.out;
@@ -646,25 +679,26 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
   aux = {}
   softmax_weights = None
   if variant.scores is not None:
-    q = query if params.query is None else query @ params.query
-    scores = variant.scores.score(q, memory, carry, params)
+    q = query if params.query is None else tap(matmul, query, params.query)
+    scores = tap(functools.partial(_branch_scores, variant.scores, memory, params),
+                 (q, AttentionCarry(None, carry.t)), (memory.keys, params.score))
     softmax_weights = masked_softmax(scores, memory.mask)
 
   weights = pa_weights = softmax_weights
   if variant.location is not None:
-    readout = query @ params.readout_kernel + params.readout_bias        # [B, 1 + K]
+    readout = tap(affine, query, (params.readout_kernel, params.readout_bias))  # [B, 1 + K]
     sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)     # [B]
     mu, step = location_mu(variant.location, readout[:, 1:], carry.pa_prev,
-                           stepsize(memory.lengths), carry.t == 0, params.rule)
+                           stepsize(memory.lengths), carry.t == 0, params.rule, tap)
     lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask)
     aux.update(mu=mu, sigma=sigma, step=step)
     weights = pa_weights = lam
     if variant.mixes:
-      mix = jax.nn.sigmoid(query @ params.mix_kernel + params.mix_bias)   # Eq. 16
+      mix = jax.nn.sigmoid(tap(affine, query, (params.mix_kernel, params.mix_bias)))  # Eq. 16
       aux['mix'] = mix
       weights = content_mixing(lam, softmax_weights, mix)
       pa_weights = lam if variant.position_reference else weights
 
   pa = attended_position(pa_weights, memory.positions)
-  context = jnp.einsum('bs,bsd->bd', weights, memory.values)
-  return context @ params.out, weights, AttentionCarry(pa, carry.t + 1), aux
+  context = tap(weighted_sum, weights, memory.values)                   # [B, D_v]
+  return tap(matmul, context, params.out), weights, AttentionCarry(pa, carry.t + 1), aux

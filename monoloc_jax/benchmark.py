@@ -4,7 +4,8 @@
 
 Measures, after warm-up and separately from compilation:
   * training samples/s for one seed (one full epoch at --batch_size);
-  * training samples/s per seed with --vmapped_seeds seeds in one program;
+  * training samples/s per seed with --vmapped_seeds seeds in one program
+    (vmapped or one after another, --seed_strategy);
   * greedy-decoding samples/s on --decode_split at --eval_batch_size;
   * compile time (every bucket shape of the train step and of decoding);
   * peak resident memory;
@@ -21,13 +22,13 @@ from typing import Dict
 from absl import app
 from absl import flags
 import jax
-import numpy as np
 
 from monoloc_jax import attention
 from monoloc_jax import configs
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import models
+from monoloc_jax import multiseed
 from monoloc_jax import tasks
 from monoloc_jax import train
 from monoloc_jax import variants
@@ -48,6 +49,11 @@ _PEAK = flags.DEFINE_float('peak_gflops', 166.0,
                            'Peak FP32 GFLOP/s of the machine (2 Zen 4 cores: 166).')
 _DATA_DIR = flags.DEFINE_string('data_dir', '', 'Data directory for SCAN/CFQ/Lookup files.')
 _OUT = flags.DEFINE_string('out', '', 'Write the figures as JSON to this file.')
+_BACKWARD = flags.DEFINE_enum('decoder_backward', 'autodiff', list(models.DECODER_BACKWARDS),
+                              'Backward pass of the decoder scan (config.decoder_backward).')
+_STRATEGY = flags.DEFINE_enum('seed_strategy', 'auto', list(multiseed.STRATEGIES),
+                              'How the multi-seed measurement runs its seeds '
+                              '(config.seed_strategy).')
 
 
 def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int = 128,
@@ -79,10 +85,11 @@ def _timed(fn):
 
 def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
             vmapped_seeds: int, train_size: int = 0, decode_split: str = 'test_100',
-            decode_size: int = 0, peak_gflops: float = 166.0, data_dir: str = ''
-            ) -> Dict[str, float]:
+            decode_size: int = 0, peak_gflops: float = 166.0, data_dir: str = '',
+            decoder_backward: str = 'autodiff', seed_strategy: str = 'auto') -> Dict[str, float]:
   """Runs the measurements; returns the figures as a dict."""
   config = default.get_config()
+  config.decoder_backward, config.seed_strategy = decoder_backward, seed_strategy
   config.task, config.variant, config.batch_size = task, model_name, batch_size
   config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
   config.test_splits, config.data_dir = decode_split, data_dir
@@ -94,12 +101,14 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                             split.tgt[:decode_size], split.tgt_len[:decode_size], None, 0)
   model = models.from_config(config, data.vocab)
   tx = train.make_optimizer(config)
-  programs = train.make_train_programs(model, tx)
-  eval_programs = inference.make_eval_programs(model)
+  programs = train.make_train_programs(model, tx, seed_strategy)
+  eval_programs = inference.make_eval_programs(model, seed_strategy)
   spec = model.variant
   out: Dict[str, float] = {'task': task, 'variant': model_name, 'batch_size': batch_size,
                            'backend': jax.default_backend(),
-                           'device': str(jax.devices()[0])}
+                           'device': str(jax.devices()[0]),
+                           'decoder_backward': decoder_backward,
+                           'seed_strategy': multiseed.resolve(seed_strategy)}
 
   def init_state(n):
     probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
@@ -142,7 +151,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['train_tokens_per_s'] = train_tokens / dt
   out['train_epoch_s'] = dt
   out['train_shapes'] = n_shapes
-  # Several seeds, vmapped.
+  # Several seeds in one program (vmapped or lax.map, --seed_strategy).
   batches = epoch_batches(vmapped_seeds)
   state, _ = warm(init_state(vmapped_seeds), batches)
   _, dt = run_epoch(state, batches)
@@ -192,7 +201,7 @@ def format_report(r: Dict[str, float]) -> str:
   rows = [
       ('training, 1 seed', f"{r['train_samples_per_s']:.0f} samples/s",
        f"{r['train_tokens_per_s']:.0f} tokens/s", f"{100 * r['train_peak_fraction']:.1f}% of peak"),
-      (f"training, {r['vmapped_seeds']} seeds vmapped",
+      (f"training, {r['vmapped_seeds']} seeds ({r['seed_strategy']})",
        f"{r['train_samples_per_s_per_seed_vmapped']:.0f} samples/s/seed",
        f"{r['train_samples_per_s_vmapped_total']:.0f} samples/s total",
        f"{100 * r['train_peak_fraction_vmapped']:.1f}% of peak"),
@@ -201,7 +210,8 @@ def format_report(r: Dict[str, float]) -> str:
       ('compile (all shapes)', f"{r['compile_s']:.1f} s", f"{r['train_shapes']} train shapes", ''),
       ('peak resident memory', f"{r['peak_rss_mb']:.0f} MB", '', ''),
   ]
-  head = f"{r['variant']} on {r['task']}, batch {r['batch_size']}, {r['device']}"
+  head = (f"{r['variant']} on {r['task']}, batch {r['batch_size']}, {r['device']}, "
+          f"decoder backward {r['decoder_backward']}")
   return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
 
 
@@ -209,7 +219,7 @@ def main(argv):
   del argv
   r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
               _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
-              _DATA_DIR.value)
+              _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value)
   print(format_report(r))
   if _OUT.value:
     with open(_OUT.value, 'w') as f:

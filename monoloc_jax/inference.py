@@ -21,6 +21,7 @@ from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
 from monoloc_jax import models
+from monoloc_jax import multiseed
 from monoloc_jax import rundir
 from monoloc_jax import sharding
 from monoloc_jax import tasks
@@ -31,7 +32,7 @@ Array = jax.Array
 
 
 class EvalPrograms(NamedTuple):
-  """The jitted, seed-vmapped evaluation functions of a model.
+  """The jitted evaluation functions of a model, over a leading seed axis.
 
   greedy(params [N, ...], src [B, L], src_len [B], steps) -> (tokens [N, B, steps],
     attention [N, B, steps, L + 2]).
@@ -41,7 +42,8 @@ class EvalPrograms(NamedTuple):
   teacher_forced_accuracy: Callable
 
 
-def make_eval_programs(model: models.Seq2Seq) -> EvalPrograms:
+def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto') -> EvalPrograms:
+  """The evaluation programs of `model` over a leading seed axis (`multiseed`)."""
   pad = model.pad_id
 
   def greedy_one(params, src, src_len, steps):
@@ -55,9 +57,10 @@ def make_eval_programs(model: models.Seq2Seq) -> EvalPrograms:
     return jnp.all(ok, axis=-1)
 
   return EvalPrograms(
-      greedy=jax.jit(jax.vmap(greedy_one, in_axes=(0, None, None, None)),
+      greedy=jax.jit(multiseed.over_seeds(greedy_one, (0, None, None, None), seed_strategy),
                      static_argnums=(3,)),
-      teacher_forced_accuracy=jax.jit(jax.vmap(tf_one, in_axes=(0, None))))
+      teacher_forced_accuracy=jax.jit(
+          multiseed.over_seeds(tf_one, (0, None), seed_strategy)))
 
 
 def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_size: int,
@@ -213,7 +216,8 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
     configs.validate(config)
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
-  test = evaluate_splits(make_eval_programs(model), params, data, config)
+  programs = make_eval_programs(model, config.get('seed_strategy', 'auto'))
+  test = evaluate_splits(programs, params, data, config)
   results = existing or {
       'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
       'config': config.to_dict()}

@@ -14,6 +14,7 @@ Shapes: B batch, N source tokens, S = N + 2 encoder positions (START and END
 added), T decoder steps, V vocabulary, E embedding width, D model width.
 """
 
+import functools
 import math
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
@@ -24,11 +25,13 @@ import jax.numpy as jnp
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax import rnn
+from monoloc_jax import tapped_scan
 from monoloc_jax import variants
 
 Array = jax.Array
 
-__all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'count_params', 'from_config']
+__all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'DecoderInvariants', 'DecoderConstants',
+           'decoder_step', 'DECODER_BACKWARDS', 'count_params', 'from_config']
 
 glorot = nn.initializers.glorot_uniform()
 zeros = nn.initializers.zeros_init()
@@ -166,6 +169,61 @@ class DecodeOutput(NamedTuple):
   aux: Dict[str, Array]
 
 
+class DecoderInvariants(NamedTuple):
+  """The decoder loop's differentiated loop invariants (read through the tap).
+
+  keys: [B, S, qk] or None; values: [B, S, D_v]; params: the folded
+  `attention.AttentionParams`; layers: per decoder layer (w_i, b_i, w_h, b_h)
+  (layer 0 reads its input through `token_table` and params.out instead of
+  w_i, b_i); token_table: [V, 3D] = E W_ie + b_i of layer 0.
+  """
+  keys: Optional[Array]
+  values: Array
+  params: attention.AttentionParams
+  layers: Tuple[Tuple[Array, Array, Array, Array], ...]
+  token_table: Array
+
+
+class DecoderConstants(NamedTuple):
+  """Loop invariants without a gradient: mask [B, S] bool, positions [B, S]
+  (Eq. 7, from the integer lengths), lengths [B] int."""
+  mask: Array
+  positions: Array
+  lengths: Array
+
+
+def decoder_step(variant: attention.Variant, min_sigma: float, tap: tapped_scan.Tap,
+                 inv: DecoderInvariants, consts: DecoderConstants, state, token: Array):
+  """One teacher-forced or greedy decoder step (attention, then the GRU stack).
+
+  state: (hs, carry) with hs one [B, D] state per layer and carry the
+  `attention.AttentionCarry`; token: [B] the previous token.
+  Returns (new state, (h [B, D], a [B, S], aux)). Every loop invariant is read
+  through `tap` (see `tapped_scan`).
+  """
+  hs, carry = state
+  memory = attention.AttentionMemory(inv.keys, inv.values, *consts)
+  gru_context, weights, carry, aux = attention.attention_step(
+      variant, inv.params, memory, hs[-1], carry, min_sigma, tap)
+  x_proj = tap(tapped_scan.take_rows, token, inv.token_table) + gru_context
+  new_hs = []
+  for i, (w_i, b_i, w_h, b_h) in enumerate(inv.layers):
+    if i > 0:
+      x_proj = tap(attention.affine, new_hs[-1], (w_i, b_i))
+    h_proj = tap(attention.affine, hs[i], (w_h, b_h))
+    new_hs.append(rnn.gru_gates(x_proj, h_proj, hs[i]))
+  return (tuple(new_hs), carry), (new_hs[-1], weights, aux)
+
+
+# config.decoder_backward -> the scan of the teacher-forced decoder, (step, invariants,
+# constants, init, xs, unroll) -> (final, ys). Same forward; 'custom' has the
+# hand-written backward pass of `tapped_scan`, 'autodiff' is XLA's transpose of the loop.
+DECODER_BACKWARDS = {
+    'autodiff': tapped_scan.plain_scan,
+    'custom': tapped_scan.tapped_scan,
+}
+
+
 class Seq2Seq(nn.Module):
   """BiGRU encoder + GRU decoder with one cross-attention variant.
 
@@ -187,6 +245,7 @@ class Seq2Seq(nn.Module):
   sos_id: int = 1
   eos_id: int = 2
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
+  decoder_backward: str = 'autodiff'   # a key of DECODER_BACKWARDS (speed only)
 
   def setup(self):
     d, e = self.hidden_dim, self.embed_dim
@@ -241,27 +300,17 @@ class Seq2Seq(nn.Module):
     return layers, token_table, out_matrix, out_bias
 
   def _decoder_step_fn(self, memory, params):
-    """The pure decoder step and the hoisted output layer.
+    """The pure decoder step, its loop invariants and the hoisted output layer.
 
-    Returns (decoder_step, out_matrix [D, V], out_bias [V]), where
-    decoder_step((hs, carry), token [B]) -> (new (hs, carry), (h [B, D], a [B, S], aux)).
+    Returns (step, invariants, constants, out_matrix [D, V], out_bias [V]), where
+    step(tap, invariants, constants, (hs, carry), token [B]) is `decoder_step`.
     """
     layers, token_table, out_matrix, out_bias = self._decoder_arrays()
-    variant, min_sigma = self.variant, self.min_sigma
-
-    def decoder_step(state, token):
-      hs, carry = state
-      gru_context, weights, carry, aux = attention.attention_step(
-          variant, params, memory, hs[-1], carry, min_sigma)
-      x_proj = jnp.take(token_table, token, axis=0) + gru_context
-      new_hs = []
-      for i, (w_i, b_i, w_h, b_h) in enumerate(layers):
-        if i > 0:
-          x_proj = new_hs[-1] @ w_i + b_i
-        new_hs.append(rnn.gru_cell(x_proj, hs[i], w_h, b_h))
-      return (tuple(new_hs), carry), (new_hs[-1], weights, aux)
-
-    return decoder_step, out_matrix, out_bias
+    inv = DecoderInvariants(memory.keys, memory.values, params, tuple(layers), token_table)
+    consts = DecoderConstants(memory.mask, jax.lax.stop_gradient(memory.positions),
+                              memory.lengths)
+    step = functools.partial(decoder_step, self.variant, self.min_sigma)
+    return step, inv, consts, out_matrix, out_bias
 
   def _input_attention(self, weights: Array, alpha: Array, memory) -> Array:
     """[T, B, S] weights over memory positions -> [B, T, S] over input positions."""
@@ -274,9 +323,10 @@ class Seq2Seq(nn.Module):
                train: bool = False) -> DecodeOutput:
     """Teacher-forced pass. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`; returns logits [B, T, V]."""
     memory, params, h0, alpha = self.encode(src, src_lengths, train)
-    decoder_step, out_matrix, out_bias = self._decoder_step_fn(memory, params)
+    step, inv, consts, out_matrix, out_bias = self._decoder_step_fn(memory, params)
     carry = (h0, attention.initial_carry(src.shape[0]))
-    _, (hs, weights, aux) = jax.lax.scan(decoder_step, carry, tgt_in.T, unroll=self.scan_unroll)
+    scan = DECODER_BACKWARDS[self.decoder_backward]
+    _, (hs, weights, aux) = scan(step, inv, consts, carry, tgt_in.T, unroll=self.scan_unroll)
     logits = jnp.swapaxes(hs, 0, 1) @ out_matrix + out_bias
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
@@ -292,7 +342,8 @@ class Seq2Seq(nn.Module):
     after the loop stopped).
     """
     memory, params, h0, alpha = self.encode(src, src_lengths, False)
-    decoder_step, out_matrix, out_bias = self._decoder_step_fn(memory, params)
+    step, inv, consts, out_matrix, out_bias = self._decoder_step_fn(memory, params)
+    decoder_step = functools.partial(step, tapped_scan.apply, inv, consts)
     batch, max_len = src.shape[0], memory.mask.shape[1]
     carry0 = (h0, attention.initial_carry(batch))
     _, (_, _, aux_shapes) = jax.eval_shape(decoder_step, carry0, jnp.zeros((batch,), jnp.int32))
@@ -341,5 +392,6 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
       embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
       qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
       decoder_init=config.get('decoder_init', 'final_states'),
+      decoder_backward=config.get('decoder_backward', 'autodiff'),
       dropout_rate=config.dropout, min_sigma=config.min_sigma,
       pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)

@@ -21,8 +21,12 @@ Array = jax.Array
 
 def gru_cell(x_proj: Array, h: Array, w_h: Array, b_h: Array) -> Array:
   """One GRU step. x_proj: [B, 3H] (input already projected), h: [B, H], w_h: [H, 3H]."""
+  return gru_gates(x_proj, h @ w_h + b_h, h)
+
+
+def gru_gates(x_proj: Array, h_proj: Array, h: Array) -> Array:
+  """The GRU step after both projections: x_proj, h_proj = W_h h + b_h: [B, 3H]; h: [B, H]."""
   hidden = h.shape[-1]
-  h_proj = h @ w_h + b_h
   x_r, x_z, x_n = x_proj[..., :hidden], x_proj[..., hidden:2 * hidden], x_proj[..., 2 * hidden:]
   h_r, h_z, h_n = h_proj[..., :hidden], h_proj[..., hidden:2 * hidden], h_proj[..., 2 * hidden:]
   r = jax.nn.sigmoid(x_r + h_r)

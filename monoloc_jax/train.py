@@ -1,4 +1,4 @@
-"""Training (the paper's App. E protocol), several seeds in one vmapped program.
+"""Training (the paper's App. E protocol), several seeds in one program.
 
 `train_and_evaluate(config, workdir)` is the whole job: load the task, train N
 seeds at once (every array of the train state has a leading seed axis and the
@@ -30,6 +30,7 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
 from monoloc_jax import models
 from monoloc_jax import rundir
+from monoloc_jax import multiseed
 from monoloc_jax import sharding
 from monoloc_jax.vocab import Vocabulary
 
@@ -150,10 +151,12 @@ class TrainPrograms(NamedTuple):
   train_step: Callable
 
 
-def make_train_programs(model: models.Seq2Seq,
-                        tx: optax.GradientTransformation) -> TrainPrograms:
-  """Builds the seed-vmapped, jitted training programs for `model`.
+def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
+                        seed_strategy: str = 'auto') -> TrainPrograms:
+  """Builds the jitted training programs for `model`, over a leading seed axis.
 
+  seed_strategy: how the programs run over the seeds (`multiseed.STRATEGIES`:
+  vmapped, or one after another with `lax.map`; 'auto' picks per backend).
   A non-finite loss skips that update (params and optimizer state are kept) and
   is recorded in `EpochStats.first_bad_update`.
   """
@@ -186,8 +189,9 @@ def make_train_programs(model: models.Seq2Seq,
                                  stats.tokens + count, bad)
 
   return TrainPrograms(
-      init=jax.jit(jax.vmap(init_one, in_axes=(0, None, None, None))),
-      train_step=jax.jit(jax.vmap(step_one), donate_argnums=(0,)))
+      init=jax.jit(multiseed.over_seeds(init_one, (0, None, None, None), seed_strategy)),
+      train_step=jax.jit(multiseed.over_seeds(step_one, (0, 0, 0), seed_strategy),
+                         donate_argnums=(0,)))
 
 
 def create_train_state(programs: TrainPrograms, seeds: Sequence[int],
@@ -248,16 +252,19 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
 
   model = models.from_config(config, data.vocab, variant=variant)
   tx = make_optimizer(config)
-  programs = make_train_programs(model, tx)
-  eval_programs = inference.make_eval_programs(model)
   seeds = rundir.seeds_of(config)
   n = len(seeds)
-
-  probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
-                                config.data_seed, data.vocab.sos_id, config.bucket_batches))
   placement = sharding.plan(n, config.batch_size, devices)
   if placement.mesh is not None and config.progress:
     print(placement.describe(), flush=True)
+  strategy = config.get('seed_strategy', 'auto')
+  if placement.mesh is not None and strategy == 'auto':
+    strategy = 'vmap'     # seeds laid over several devices run as one batched, sharded program
+  programs = make_train_programs(model, tx, strategy)
+  eval_programs = inference.make_eval_programs(model, strategy)
+
+  probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
+                                config.data_seed, data.vocab.sos_id, config.bucket_batches))
   state = placement.put_state(create_train_state(programs, seeds, probe))
   best_params = jax.tree_util.tree_map(jnp.copy, state.params)  # params are donated to train_step
   tracker = Tracker.create(n, config.learning_rate)

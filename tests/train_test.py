@@ -223,15 +223,35 @@ def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
   assert not tracker.stopped.any()
 
 
-def _tiny_programs(lr=1e-3):
+def _tiny_programs(lr=1e-3, seed_strategy='auto', seeds=(0, 1)):
   from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
   from monoloc_jax import models  # pylint: disable=g-import-not-at-top
   config = small_config(train_size=64, learning_rate=lr)
   data = ip.load_data(config)
   model = models.from_config(config, data.vocab)
-  programs = train.make_train_programs(model, train.make_optimizer(config))
-  batches = list(ip.train_batches(data.train, 32, [0, 1], 0, 0, data.vocab.sos_id))
+  programs = train.make_train_programs(model, train.make_optimizer(config), seed_strategy)
+  batches = list(ip.train_batches(data.train, 32, list(seeds), 0, 0, data.vocab.sos_id))
   return programs, batches
+
+
+def test_seed_strategies_give_each_seed_the_same_training():
+  """vmap (one batched program) and map (seeds one after another) train every seed
+  alike (to float rounding: XLA may order a batched product's sums differently)."""
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  assert multiseed.resolve('auto', 'cpu') == 'map'
+  assert multiseed.resolve('auto', 'gpu') == multiseed.resolve('auto', 'tpu') == 'vmap'
+
+  def train_two_steps(strategy, seeds):
+    programs, batches = _tiny_programs(seed_strategy=strategy, seeds=seeds)
+    state = train.create_train_state(programs, list(seeds), batches[0])
+    stats = train.EpochStats.zeros(len(seeds))
+    for batch in batches[:2]:
+      state, stats = programs.train_step(state, batch, stats)
+    return jax.device_get((state.params, stats))
+  vmapped, mapped = train_two_steps('vmap', (0, 1)), train_two_steps('map', (0, 1))
+  for a, b in zip(jax.tree_util.tree_leaves(vmapped), jax.tree_util.tree_leaves(mapped)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert not np.allclose(mapped[0]['embedding'][0], mapped[0]['embedding'][1])
 
 
 def test_create_train_state_gives_each_seed_its_own_keys_and_params():

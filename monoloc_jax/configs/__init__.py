@@ -63,6 +63,12 @@ def validate(config, task=None, variant=None) -> None:
   if config.dev_metric not in ('greedy', 'teacher_forced'):
     raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
                               "valid: greedy, teacher_forced")
+  if config.get('decoder_backward', 'autodiff') not in models.DECODER_BACKWARDS:
+    raise errors.unknown_name('decoder_backward', config.decoder_backward,
+                              models.DECODER_BACKWARDS)
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  if config.get('seed_strategy', 'auto') not in multiseed.STRATEGIES:
+    raise errors.unknown_name('seed_strategy', config.seed_strategy, multiseed.STRATEGIES)
   if config.decoder_init not in models.DECODER_INITS:
     raise errors.unknown_name('decoder_init', config.decoder_init, models.DECODER_INITS)
   if config.decoder_init == 'backward_states' and config.num_layers != 2:

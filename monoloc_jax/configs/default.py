@@ -45,5 +45,9 @@ def get_config() -> ml_collections.ConfigDict:
 
   c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
+  # Speed only (same model, same forward numbers; gradients agree to float rounding).
+  c.decoder_backward = 'autodiff'  # or 'custom': the hand-written backward (tapped_scan.py)
+  c.seed_strategy = 'auto'     # 'vmap', 'map' (lax.map: one seed after another) or 'auto'
+
   c.progress = True          # tqdm bars when stderr is a terminal (epoch lines are always printed)
   return c
