@@ -9,12 +9,11 @@ results/NOTES.md, so it regenerates byte-identically.
 """
 
 import json
-import math
 import pathlib
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from absl import app
 from absl import flags

@@ -5,7 +5,6 @@ import json
 import pathlib
 import sys
 
-import ml_collections
 import pytest
 
 from monoloc_jax import errors
