@@ -193,25 +193,13 @@ def _parse_flags(argv):
 
 
 def resolve_config_arg(argv: list) -> list:
-  """argv with a named --config (`--config=quick`, or the README's path run from
-  another directory) replaced by the package's file; exits with one line for an
-  unknown name."""
+  """`configs.resolve_argv`, with an unknown name as one line and exit code 2."""
   from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
-  out = list(argv)
-  for i, arg in enumerate(out):
-    if arg.startswith('--config='):
-      value, at = arg[len('--config='):], i
-    elif arg == '--config' and i + 1 < len(out):
-      value, at = out[i + 1], i + 1
-    else:
-      continue
-    try:
-      resolved = configs.resolve(value)
-    except errors.MonolocError as e:
-      print(f'error: {e}', file=sys.stderr)
-      sys.exit(2)
-    out[at] = f'--config={resolved}' if at == i else resolved
-  return out
+  try:
+    return configs.resolve_argv(argv)
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
 
 
 def help_text() -> str:

@@ -8,7 +8,8 @@ one seed runs over that axis in one of two ways, with the same per-seed result:
     right on CPU, where the matrix products of one seed already keep the cores
     busy and XLA:CPU runs seed-batched products outside its fast matmul path
     (BUILD_NOTES.md §4.1: 5 vmapped seeds are slower in total than 5 in a row).
-'auto' picks 'map' on the CPU backend and 'vmap' on any other.
+'auto' picks 'map' on a single CPU device and 'vmap' otherwise (accelerators, and
+several devices, whose mesh shards the seed axis of the batched program).
 """
 
 from typing import Callable, Optional, Sequence
@@ -21,12 +22,15 @@ __all__ = ["STRATEGIES", "resolve", "over_seeds"]
 
 
 def resolve(strategy: str, backend: Optional[str] = None) -> str:
-  """'auto' -> 'map' on CPU, 'vmap' elsewhere; 'vmap' and 'map' stay."""
+  """'auto' -> 'map' on a single CPU device, 'vmap' elsewhere (accelerators, and
+  several devices, where `sharding` lays the seed axis of one batched program
+  over them); 'vmap' and 'map' stay."""
   if strategy not in STRATEGIES:
     raise ValueError(f'unknown seed strategy {strategy!r}; valid: {", ".join(STRATEGIES)}')
   if strategy != 'auto':
     return strategy
-  return 'map' if (backend or jax.default_backend()) == 'cpu' else 'vmap'
+  single_cpu = (backend or jax.default_backend()) == 'cpu' and jax.local_device_count() == 1
+  return 'map' if single_cpu else 'vmap'
 
 
 def over_seeds(fn: Callable, in_axes: Sequence[Optional[int]], strategy: str = 'auto',

@@ -258,8 +258,6 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   if placement.mesh is not None and config.progress:
     print(placement.describe(), flush=True)
   strategy = config.get('seed_strategy', 'auto')
-  if placement.mesh is not None and strategy == 'auto':
-    strategy = 'vmap'     # seeds laid over several devices run as one batched, sharded program
   programs = make_train_programs(model, tx, strategy)
   eval_programs = inference.make_eval_programs(model, strategy)
 

@@ -461,10 +461,9 @@ def test_evaluate_applies_test_split_and_size_overrides_from_another_directory(c
 
 def test_named_configs_resolve_from_the_package_anywhere(tmp_path, monkeypatch):
   from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
-  from monoloc_jax import main  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(tmp_path)
   package = pathlib.Path(configs.__file__).parent
-  assert main.resolve_config_arg(['x', '--config=quick', '--config.max_epochs=1']) == [
+  assert configs.resolve_argv(['x', '--config=quick', '--config.max_epochs=1']) == [
       'x', f'--config={package / "quick.py"}', '--config.max_epochs=1']
   assert configs.resolve('monoloc_jax/configs/cfq.py') == str(package / 'cfq.py')
   (tmp_path / 'mine.py').write_text('from monoloc_jax.configs import default\n'

@@ -4,6 +4,7 @@
 """
 
 import math
+from typing import List, Sequence
 
 
 def validate(config, task=None, variant=None) -> None:
@@ -136,3 +137,20 @@ def field_help():
       comments[m.group(1)] = (m.group(2) or '').strip()
   order = list(comments) + [k for k in config.keys() if k not in comments]
   return [(k, config[k], comments.get(k, '')) for k in order if k in config]
+
+
+def resolve_argv(argv: Sequence[str]) -> List[str]:
+  """argv with a named --config (`--config=quick`, or the README's path run from
+  another directory) replaced by the package's file (`resolve`); an unknown name
+  raises a MonolocError listing the named configs."""
+  out = list(argv)
+  for i, arg in enumerate(out):
+    if arg.startswith('--config='):
+      value, at = arg[len('--config='):], i
+    elif arg == '--config' and i + 1 < len(out):
+      value, at = out[i + 1], i + 1
+    else:
+      continue
+    resolved = resolve(value)
+    out[at] = f'--config={resolved}' if at == i else resolved
+  return out
