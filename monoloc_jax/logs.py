@@ -60,13 +60,15 @@ def header(config, workdir, data=None, seeds: Sequence[int] = (),
            resumed_epoch: Optional[int] = None, display_name: str = '') -> str:
   """The lines printed when a run starts: versions, devices, the run, its data and config."""
   import jax  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
   from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
   versions = rundir.versions()
   devices = ', '.join(versions['devices'])
   lines = [f"monoloc_jax: jax {versions['jax']}, flax {versions['flax']}, python "
            f"{versions['python']}; backend {jax.default_backend()}; devices: {devices}",
            f"run: {display_name or config.variant} on {config.task}, seed(s) "
-           f"{', '.join(map(str, seeds))} ({len(seeds)} in one vmapped program), "
+           f"{', '.join(map(str, seeds))} ({len(seeds)} in one program, "
+           f"{multiseed.resolve(config.get('seed_strategy', 'auto'))} over seeds), "
            f"workdir {workdir}"
            + (f'; resuming after epoch {resumed_epoch}' if resumed_epoch else '')]
   if data is not None:

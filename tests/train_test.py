@@ -358,7 +358,7 @@ def test_logs_in_a_file_have_no_carriage_returns_and_keep_epoch_lines(cli_run):
   assert '\r' not in proc.stderr and '\r' not in proc.stdout
   lines = proc.stdout.splitlines()
   assert lines[0].startswith('monoloc_jax: jax ') and 'devices: ' in lines[0]
-  assert lines[1].startswith('run: OneStepAttn on copy, seed(s) 0, 1 (2 in one vmapped program)')
+  assert lines[1].startswith('run: OneStepAttn on copy, seed(s) 0, 1 (2 in one program, map over seeds)')
   assert any(l.startswith('config: ') and 'train_size=300' in proc.stdout for l in lines)
   assert sum(l.startswith('epoch   1  loss ') for l in lines) == 1
   assert any(l.strip().startswith('test_15      50 samples x 2 seed(s): accuracy') for l in lines)
