@@ -86,6 +86,11 @@ def _median(values: Sequence[float]) -> float:
   return float(statistics.median(values))
 
 
+_BATCHING = {'True': 'grouped by target-length bucket (this library\'s default)',
+             'False': 'random (the reference code\'s)',
+             'None': 'not recorded'}
+
+
 def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
   """One paragraph describing what ran, from the records themselves."""
   if not records:
@@ -103,7 +108,8 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
           f"stopping after {', '.join(values('early_stop_patience'))} epochs without dev "
           f"improvement, a seed also stops after {', '.join(values('perfect_dev_patience'))} "
           f"consecutive epochs at 100% dev accuracy (0 = rule off), lr halved after "
-          f"{', '.join(values('lr_patience'))} epochs without improvement; dev metric: "
+          f"{', '.join(values('lr_patience'))} epochs without improvement; batches: "
+          f"{', '.join(_BATCHING[v] for v in values('bucket_batches'))}; dev metric: "
           f"{', '.join(values('dev_metric'))} sequence accuracy on {dev} dev split; "
           f"test splits of {', '.join(map(str, sizes))} samples; seeds that ran: "
           f"{', '.join(map(str, seeds))}; data: {'; '.join(datas)}; code: "
