@@ -237,27 +237,26 @@ def other_table(results, name: str, title: str, task_list, variant_list) -> List
   return lines
 
 
-def recopy_mono(results) -> List[str]:
-  """The ReCopy / MonoAttn investigation beside Table 2's ReCopy rows of MonoAttn and OneStepAttn."""
-  rows = [('table2', 'mono'), ('table2', 'onestep')] + [
-      ('recopy_mono', label) for label in grids_lib.RECOPY_MONO_LABELS]
-  records_all = [r for g, l in rows for r in results.get((g, 'recopy', l), [])]
-  lines = ['## ReCopy / MonoAttn: the investigation', '', _protocol(records_all), '',
-           'Each row is one training setup of ReCopy, seeds as listed. Labels: `tf_dev` = the '
-           "reference code's teacher-forced dev metric; `random_batches` = its random batches "
-           'instead of length buckets; `gate0` = MonoAttn with a trainable gate (initial logit 0, '
-           'g = 0.5) instead of the reference code\'s frozen one (logit -20); `rmono` = RMonoAttn. '
-           'Cells: median sequence accuracy (%) [per seed] / mean edit distance. The paper: '
-           'MonoAttn 100 / 100 / 100, OneStepAttn 100 / 100 / 100.', '',
-           '| grid | setup | seeds | len 15 | len 30 | len 100 | best dev (%) per seed | epochs |',
-           '|---|---|---|---|---|---|---|---|']
+_SETUP_LABELS = ("Labels: `tf_dev` = the reference code's teacher-forced dev metric; "
+                 "`random_batches` = its random batches instead of length buckets; `gate0` = "
+                 'MonoAttn with a trainable gate (initial logit 0, g = 0.5) instead of the '
+                 "reference code's frozen one (logit -20); `rmono` = RMonoAttn. Cells: median "
+                 'sequence accuracy (%) [per seed] / mean edit distance.')
+
+
+def _setup_table(results, task: str, rows: Sequence[Tuple[str, str]]) -> List[str]:
+  """One row per (grid, label) training setup of `task`: every paper length, per seed."""
+  splits = splits_of(task)
+  lines = ['| grid | setup | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
+           + ' | best dev (%) per seed | epochs |', '|' + '---|' * (5 + len(splits))]
   for grid_name, label in rows:
-    records = results.get((grid_name, 'recopy', label), [])
+    records = results.get((grid_name, task, label), [])
     if not records:
-      lines.append(f'| {grid_name} | {label} | 0 | not run | not run | not run | – | – |')
+      lines.append(f"| {grid_name} | {label} | 0 | {' | '.join(['not run'] * len(splits))} "
+                   '| – | – |')
       continue
     cells = []
-    for split in splits_of('recopy'):
+    for split in splits:
       accs = [r['test'][split]['accuracy'] for r in records]
       edit = sum(r['test'][split]['edit_distance'] for r in records) / len(records)
       cells.append(f"{_fmt(_median(accs))} [{', '.join(_fmt(a) for a in accs)}] / {edit:.2f}")
@@ -265,15 +264,51 @@ def recopy_mono(results) -> List[str]:
     epochs = ', '.join(str(r['epochs']) for r in records)
     lines.append(f"| {grid_name} | {label} | {len(records)} | {' | '.join(cells)} | {dev} | "
                  f'{epochs} |')
-  return lines + ['']
+  return lines
+
+
+def recopy_mono(results) -> List[str]:
+  """The ReCopy / MonoAttn investigation beside Table 2's ReCopy rows of MonoAttn and OneStepAttn."""
+  rows = [('table2', 'mono'), ('table2', 'onestep')] + [
+      ('recopy_mono', label) for label in grids_lib.RECOPY_MONO_LABELS]
+  records_all = [r for g, l in rows for r in results.get((g, 'recopy', l), [])]
+  lines = ['## ReCopy / MonoAttn: the investigation', '', _protocol(records_all), '',
+           'Each row is one training setup of ReCopy, seeds as listed. ' + _SETUP_LABELS
+           + ' The paper: MonoAttn 100 / 100 / 100, OneStepAttn 100 / 100 / 100.', '']
+  return lines + _setup_table(results, 'recopy', rows) + ['']
+
+
+def table2_explain(results, paper) -> List[str]:
+  """Each Table 2 run of `grid.TABLE2_EXPLAIN_RUNS` beside its reruns under the
+  reference code's training choices, task by task."""
+  by_task: Dict[str, List[str]] = {}
+  for task, label in grids_lib.TABLE2_EXPLAIN_RUNS:
+    by_task.setdefault(task, []).append(label)
+  records_all = [r for task, labels in by_task.items() for label in labels
+                 for r in results.get(('table2_explain', task, label), [])]
+  lines = ['## Table 2 disagreements: reruns under the reference code\'s training choices', '',
+           _protocol(records_all), '',
+           'Each Table 2 run whose seed-0 cells disagreed with the paper, beside the same run '
+           'with one of the reference code\'s training choices. ' + _SETUP_LABELS, '']
+  for task, labels in by_task.items():
+    variants_ = list(dict.fromkeys(label.split('.')[0] for label in labels))
+    paper_row = '; '.join(
+        f"{v} " + ' / '.join(paper.get((v, f'{PAPER_COLUMNS[task]} {LENGTH_OF[s]}'), '–')
+                             for s in splits_of(task))
+        for v in variants_)
+    lengths = ' / '.join(str(LENGTH_OF[s]) for s in splits_of(task))
+    lines += [f'### {TASK_NAMES[task]}', '', f'The paper, lengths {lengths}: {paper_row}.', '']
+    rows = [('table2', v) for v in variants_] + [('table2_explain', l) for l in labels]
+    lines += _setup_table(results, task, rows) + ['']
+  return lines
 
 
 def missing(results) -> List[str]:
   have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
   lines = ['## Missing units', '',
            'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of Tables 2 '
-           'and 3 and of the ReCopy / MonoAttn investigation (CFQ units only where the data '
-           'is available).', '']
+           'and 3 and of the two investigation grids (`recopy_mono`, `table2_explain`; CFQ '
+           'units only where the data is available).', '']
   by_grid: Dict[str, List[str]] = {}
   expected = grids_lib.expected_units(cfq=False)
   for u in expected:
@@ -313,6 +348,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
   out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)
+  out += table2_explain(results, paper)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'
 

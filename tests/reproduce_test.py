@@ -65,6 +65,8 @@ def fixture_results(tmp_path):
                      {'test_15': 100.0, 'test_30': 96.5, 'test_100': 41.0}, edit=0.5))
   write(root, record('recopy_mono', 'recopy', 'mono.gate0', 1,
                      {'test_15': 100.0, 'test_30': 99.0, 'test_100': 90.0}, edit=0.25))
+  write(root, record('table2_explain', 'reverse_copy', 'mono.gate0', 0,
+                     {'test_15': 100.0, 'test_30': 100.0, 'test_100': 97.5}, edit=0.125))
   write(root, record('table6', 'dedupe', 'onestep', 0,
                      {'test_15': 50.0, 'test_30': 25.0, 'test_100': 0.0}, edit=1.25))
   return root
@@ -89,13 +91,20 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert '| mix_mono.reference_code | 1 | 2.00 ± 0.00 | 2.0 | 21.08 ± 7.17 | **no** |' in text
   # Table 6: accuracy / edit distance.
   assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text
-  # Missing units: 315 expected (300 of the tables, 15 of the investigation), 10 present.
   # The ReCopy / MonoAttn investigation: per-seed cells beside Table 2's rows.
   assert '| recopy_mono | mono.gate0 | 2 | 100.0 [100.0, 100.0] / 0.38 | 97.8 [96.5, 99.0] / ' \
          '0.38 | 65.5 [41.0, 90.0] / 0.38 | 100.0, 100.0 | 5, 5 |' in text
   assert '| table2 | mono | 1 | 10.0 [10.0] / 3.50 |' in text
   assert '| recopy_mono | rmono | 0 | not run |' in text
-  assert '12 of 315 units have results; 303 missing.' in text
+  # The Table 2 reruns: each disagreeing run beside its reruns, with the paper's row.
+  assert 'The paper, lengths 15 / 30 / 100: onestep 100 / 100 / 100; mono 100 / 100 / 100.' \
+      in text
+  assert '| table2_explain | mono.gate0 | 1 | 100.0 [100.0] / 0.12 | 100.0 [100.0] / 0.12 | ' \
+         '97.5 [97.5] / 0.12 | 100.0 | 5 |' in text
+  assert '| table2_explain | onestep.random_batches | 0 | not run |' in text
+  assert '| table2 | bi_relative | 0 | not run |' in text    # Reverse Lookup, not run here
+  # 345 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 of the reruns.
+  assert '13 of 345 units have results; 332 missing.' in text
   table2_line = next(l for l in text.splitlines() if l.startswith('- **table2** (139 missing)'))
   missing_table2 = table2_line.split(': ', 1)[1].split(', ')
   assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
@@ -116,6 +125,8 @@ def test_grids_hold_the_papers_runs():
   assert labels == ['content', 'relative', 'mix_locattn', 'bi_relative', 'mix_onestep',
                     'mix_mono', 'mix_onestep.reference_code', 'mix_mono.reference_code']
   assert len(grid.grid_runs(cfq=True)['table3']) == 16
+  assert len(runs['table2_explain']) == 10
+  assert {(t, label.split('.')[0]) for t, label in runs['table2_explain']} <= set(runs['table2'])
   assert grid.Unit('recopy_mono', 'recopy', 'mono.tf_dev.random_batches', 0).overrides == {
       'dev_metric': 'teacher_forced', 'bucket_batches': False}
   unit = grid.Unit('table3', 'scan_length', 'mix_mono.reference_code', 1)
