@@ -164,6 +164,39 @@ def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workd
   return record
 
 
+def run_units_locally(left: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
+                      workdir: pathlib.Path, data_dirs: DataDirs) -> Tuple[List[float], int]:
+  """Trains `left` one after another in this process; returns (wall seconds of the
+  units run, failures).
+
+  Several workers may run the same grid at once (e.g. the same command started
+  twice): each unit's workdir lock keeps a unit to one worker, and a unit that
+  another worker finished meanwhile is not rerun. Both are skipped, not failures.
+  """
+  durations, failed = [], 0
+  for i, u in enumerate(left):
+    name = f'{u.grid}/{u.task}/{u.label}/seed{u.seed}'
+    if unit_state(u, results_dir, workdir) == 'done':
+      print(f'[{i + 1}/{len(left)}] {name}: finished by another worker; skipped', flush=True)
+      continue
+    t0 = time.time()
+    try:
+      record = run_unit(u, base_config, results_dir, workdir, data_dirs)
+    except errors.WorkdirInUse:
+      print(f'[{i + 1}/{len(left)}] {name}: in use by another worker; skipped', flush=True)
+      continue
+    except errors.MonolocError as e:
+      failed += 1
+      print(f'[{i + 1}/{len(left)}] {name}: error: {e}', flush=True)
+      continue
+    durations.append(time.time() - t0)
+    remaining = len(left) - i - 1
+    eta = sum(durations) / len(durations) * remaining / 3600
+    print(f"[{i + 1}/{len(left)}] {name}: {_headline(record)}  epochs {record['epochs']}  "
+          f"{durations[-1]:.0f}s; {remaining} left, about {eta:.1f} h", flush=True)
+  return durations, failed
+
+
 def run_units_on_ray(units: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
                      workdir: pathlib.Path, data_dirs: DataDirs, options: Mapping[str, Any]
                      ) -> Tuple[List[float], int]:
@@ -286,23 +319,8 @@ def main(argv) -> None:
                                          results_dir, workdir, data_dirs, ray)
     print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
     return
-  durations, failed = [], 0
-  for i, u in enumerate(left):
-    if _MAX_UNITS.value and i >= _MAX_UNITS.value:
-      break
-    name = f'{u.grid}/{u.task}/{u.label}/seed{u.seed}'
-    t0 = time.time()
-    try:
-      record = run_unit(u, flags.FLAGS.config, results_dir, workdir, data_dirs)
-    except errors.MonolocError as e:
-      failed += 1
-      print(f'[{i + 1}/{len(left)}] {name}: error: {e}', flush=True)
-      continue
-    durations.append(time.time() - t0)
-    remaining = len(left) - i - 1
-    eta = sum(durations) / len(durations) * remaining / 3600
-    print(f"[{i + 1}/{len(left)}] {name}: {_headline(record)}  epochs {record['epochs']}  "
-          f"{durations[-1]:.0f}s; {remaining} left, about {eta:.1f} h", flush=True)
+  durations, failed = run_units_locally(left[:_MAX_UNITS.value or None], flags.FLAGS.config,
+                                        results_dir, workdir, data_dirs)
   print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
 
 

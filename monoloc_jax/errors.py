@@ -11,6 +11,10 @@ class MonolocError(ValueError):
   """A clear, one-line, user-facing error."""
 
 
+class WorkdirInUse(MonolocError):
+  """The workdir is locked by another live process (`rundir.lock`)."""
+
+
 def unknown_name(kind: str, name: str, valid) -> MonolocError:
   """Builds the standard 'unknown X' error that lists the valid choices."""
   return MonolocError(

@@ -173,7 +173,7 @@ def lock(workdir: pathlib.Path) -> Iterator[None]:
     except OSError:
       f.seek(0)
       holder = f.read().strip() or 'unknown'
-      raise errors.MonolocError(f'{workdir} is in use by another process (pid {holder}); '
+      raise errors.WorkdirInUse(f'{workdir} is in use by another process (pid {holder}); '
                                 'wait for it to finish or use another --workdir') from None
     f.seek(0)
     f.truncate()

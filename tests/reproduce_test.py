@@ -164,6 +164,30 @@ def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   assert reproduce.unit_state(unit, results, work) == 'done'
 
 
+def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys):
+  """Two workers on one grid: a unit whose workdir another process holds, and a unit
+  another worker finished after this one listed it, are skipped without failing."""
+  from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15', progress=False)
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  busy = grid.Unit('table2', 'copy', 'onestep', 0)
+  finished = grid.Unit('table2', 'copy', 'mono', 0)
+  busy.path(work).mkdir(parents=True)
+  write(results, record('table2', 'copy', 'mono', 0, {'test_15': 100.0}))
+  with rundir.lock(busy.path(work)):
+    # The lock is per open file description, so this process's second open is refused
+    # exactly as another worker's would be.
+    durations, failed = reproduce.run_units_locally(
+        [busy, finished], base, results, work, reproduce.DataDirs())
+  assert (durations, failed) == ([], 0)
+  out = capsys.readouterr().out
+  assert '[1/2] table2/copy/onestep/seed0: in use by another worker; skipped' in out
+  assert '[2/2] table2/copy/mono/seed0: finished by another worker; skipped' in out
+  assert not busy.path(results, '.json').exists()
+
+
 def test_data_dirs_for_tasks():
   dirs = reproduce.DataDirs(scan='/d/scan', lookup='/d/lookup', cfq='')
   assert dirs.for_task('scan_length') == ('/d/scan', None)
