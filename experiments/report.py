@@ -177,6 +177,27 @@ def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
   return mean, std
 
 
+def _within(mean: float, ref: str) -> str:
+  """'yes' if `mean` lies within one of the paper's standard deviations ('m ± s')."""
+  m = re.fullmatch(r'([\d.]+)\s*±\s*([\d.]+)', ref)
+  if not m:
+    return '–'
+  return 'yes' if abs(mean - float(m.group(1))) <= float(m.group(2)) else '**no**'
+
+
+def _mean_std_row(results, grid_name: str, task: str, label: str, paper,
+                  first: str) -> str:
+  """One Table 3 row: mean ± std over seeds, per-seed values, the paper, within."""
+  records = results.get((grid_name, task, label), [])
+  ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
+  if not records:
+    return f'| {first} | 0 | not run |  | {ref} | – |'
+  accs = [r['test']['test']['accuracy'] for r in records]
+  mean, std = _mean_std(accs)
+  return (f"| {first} | {len(records)} | {mean:.2f} ± {std:.2f} | "
+          f"{', '.join(_fmt(a) for a in accs)} | {ref} | {_within(mean, ref)} |")
+
+
 def table3(results, paper) -> List[str]:
   records_all = [r for (g, _, _), rs in results.items() if g == 'table3' for r in rs]
   lines = ['## Table 3: SCAN and CFQ length splits, mean ± std (%)', '', _protocol(records_all),
@@ -193,21 +214,34 @@ def table3(results, paper) -> List[str]:
     lines += [f'### {TASK_NAMES[task]}', '',
               '| variant | seeds | ours: mean ± std | per seed | paper | within |',
               '|---|---|---|---|---|---|']
-    for label in labels:
-      records = results.get(('table3', task, label), [])
-      ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
-      if records:
-        accs = [r['test']['test']['accuracy'] for r in records]
-        mean, std = _mean_std(accs)
-        ours = f'{mean:.2f} ± {std:.2f}'
-        per_seed = ', '.join(_fmt(a) for a in accs)
-        within = '–'
-        m = re.fullmatch(r'([\d.]+)\s*±\s*([\d.]+)', ref)
-        if m:
-          within = 'yes' if abs(mean - float(m.group(1))) <= float(m.group(2)) else '**no**'
-      else:
-        ours, per_seed, within = 'not run', '', '–'
-      lines.append(f'| {label} | {len(records)} | {ours} | {per_seed} | {ref} | {within} |')
+    lines += [_mean_std_row(results, 'table3', task, label, paper, label) for label in labels]
+    lines.append('')
+  return lines
+
+
+def table3_explain(results, paper) -> List[str]:
+  """The SCAN rows of `grid.TABLE3_EXPLAIN_RUNS` beside their Table 3 runs."""
+  records_all = [r for task, label in grids_lib.TABLE3_EXPLAIN_RUNS
+                 for r in results.get(('table3_explain', task, label), [])]
+  lines = ['## Table 3 disagreements: reruns under the paper\'s epoch budget', '',
+           _protocol(records_all), '',
+           'Each Table 3 run whose mean fell outside the paper\'s standard deviation, beside '
+           'the same run with the paper\'s epoch budget (`paper_epochs`: at most 100 epochs, '
+           'patience 50, no stop at 100% dev) and, in the last row, with every training '
+           "choice of the reference code at once. " + _SETUP_LABELS.split(' Cells:')[0], '']
+  by_task: Dict[str, List[str]] = {}
+  for task, label in grids_lib.TABLE3_EXPLAIN_RUNS:
+    by_task.setdefault(task, []).append(label)
+  for task, labels in by_task.items():
+    bases = list(dict.fromkeys(
+        label.split('.')[0] + ('.reference_code' if '.reference_code' in label else '')
+        for label in labels))
+    lines += [f'### {TASK_NAMES[task]}', '',
+              '| grid | setup | seeds | ours: mean ± std | per seed | paper | within |',
+              '|---|---|---|---|---|---|---|']
+    lines += [_mean_std_row(results, 'table3', task, b, paper, f'table3 | {b}') for b in bases]
+    lines += [_mean_std_row(results, 'table3_explain', task, l, paper, f'table3_explain | {l}')
+              for l in labels]
     lines.append('')
   return lines
 
@@ -307,7 +341,8 @@ def missing(results) -> List[str]:
   have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
   lines = ['## Missing units', '',
            'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of Tables 2 '
-           'and 3 and of the two investigation grids (`recopy_mono`, `table2_explain`; CFQ '
+           'and 3 and of the investigation grids (`recopy_mono`, `table2_explain`, '
+           '`table3_explain`; CFQ '
            'units only where the data is available).', '']
   by_grid: Dict[str, List[str]] = {}
   expected = grids_lib.expected_units(cfq=False)
@@ -349,6 +384,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)
   out += table2_explain(results, paper)
+  out += table3_explain(results, paper)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'
 

@@ -67,6 +67,8 @@ def fixture_results(tmp_path):
                      {'test_15': 100.0, 'test_30': 99.0, 'test_100': 90.0}, edit=0.25))
   write(root, record('table2_explain', 'reverse_copy', 'mono.gate0', 0,
                      {'test_15': 100.0, 'test_30': 100.0, 'test_100': 97.5}, edit=0.125))
+  write(root, record('table3_explain', 'scan_length', 'mix_onestep.paper_epochs', 0,
+                     {'test': 25.0}))
   write(root, record('table6', 'dedupe', 'onestep', 0,
                      {'test_15': 50.0, 'test_30': 25.0, 'test_100': 0.0}, edit=1.25))
   return root
@@ -103,8 +105,14 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
          '97.5 [97.5] / 0.12 | 100.0 | 5 |' in text
   assert '| table2_explain | onestep.random_batches | 0 | not run |' in text
   assert '| table2 | bi_relative | 0 | not run |' in text    # Reverse Lookup, not run here
-  # 345 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 of the reruns.
-  assert '13 of 345 units have results; 332 missing.' in text
+  # The Table 3 reruns: beside the Table 3 rows, with the paper's mean ± std.
+  assert '| table3 | mix_onestep | 3 | 27.00 ± 6.08 | 20.0, 30.0, 31.0 | 29.51 ± 9.46 | yes |' \
+      in text
+  assert '| table3_explain | mix_onestep.paper_epochs | 1 | 25.00 ± 0.00 | 25.0 | 29.51 ± 9.46 ' \
+         '| yes |' in text
+  assert '| table3 | mix_onestep.reference_code | 0 | not run |' in text
+  # 351 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 + 6 of the reruns.
+  assert '14 of 351 units have results; 337 missing.' in text
   table2_line = next(l for l in text.splitlines() if l.startswith('- **table2** (139 missing)'))
   missing_table2 = table2_line.split(': ', 1)[1].split(', ')
   assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
@@ -126,6 +134,14 @@ def test_grids_hold_the_papers_runs():
                     'mix_mono', 'mix_onestep.reference_code', 'mix_mono.reference_code']
   assert len(grid.grid_runs(cfq=True)['table3']) == 16
   assert len(runs['table2_explain']) == 10
+  assert len(runs['table3_explain']) == 2
+  assert {(t, label.split('.')[0]) for t, label in runs['table3_explain']} <= set(
+      (t, label.split('.')[0]) for t, label in runs['table3'])
+  assert grid.Unit('table3_explain', 'scan_length',
+                   'mix_onestep.reference_code.tf_dev.random_batches.paper_epochs', 0
+                   ).overrides == {'mix_mode': 'reference_code', 'dev_metric': 'teacher_forced',
+                                   'bucket_batches': False, 'max_epochs': 100,
+                                   'early_stop_patience': 50, 'perfect_dev_patience': 0}
   assert {(t, label.split('.')[0]) for t, label in runs['table2_explain']} <= set(runs['table2'])
   assert grid.Unit('recopy_mono', 'recopy', 'mono.tf_dev.random_batches', 0).overrides == {
       'dev_metric': 'teacher_forced', 'bucket_batches': False}
