@@ -65,7 +65,7 @@ def fixture_results(tmp_path):
                      {'test_15': 100.0, 'test_30': 96.5, 'test_100': 41.0}, edit=0.5))
   write(root, record('recopy_mono', 'recopy', 'mono.gate0', 1,
                      {'test_15': 100.0, 'test_30': 99.0, 'test_100': 90.0}, edit=0.25))
-  write(root, record('table2_explain', 'reverse_copy', 'mono.gate0', 0,
+  write(root, record('table2_explain', 'reverse_recopy', 'mono.gate0', 0,
                      {'test_15': 100.0, 'test_30': 100.0, 'test_100': 97.5}, edit=0.125))
   write(root, record('table3_explain', 'scan_length', 'mix_onestep.paper_epochs', 0,
                      {'test': 25.0}))
@@ -99,11 +99,12 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert '| table2 | mono | 1 | 10.0 [10.0] / 3.50 |' in text
   assert '| recopy_mono | rmono | 0 | not run |' in text
   # The Table 2 reruns: each disagreeing run beside its reruns, with the paper's row.
-  assert 'The paper, lengths 15 / 30 / 100: onestep 100 / 100 / 100; mono 100 / 100 / 100.' \
+  assert 'The paper, lengths 7 / 9 / 11: bi_relative 100 / 100 / 100; onestep 100 / 100 / 100.' \
       in text
   assert '| table2_explain | mono.gate0 | 1 | 100.0 [100.0] / 0.12 | 100.0 [100.0] / 0.12 | ' \
          '97.5 [97.5] / 0.12 | 100.0 | 5 |' in text
   assert '| table2_explain | onestep.random_batches | 0 | not run |' in text
+  assert '| table2_explain | onestep.paper_epochs | 0 | not run |' in text
   assert '| table2 | bi_relative | 0 | not run |' in text    # Reverse Lookup, not run here
   # The Table 3 reruns: beside the Table 3 rows, with the paper's mean ± std.
   assert '| table3 | mix_onestep | 3 | 27.00 ± 6.08 | 20.0, 30.0, 31.0 | 29.51 ± 9.46 | yes |' \
