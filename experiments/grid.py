@@ -140,6 +140,23 @@ def units(grids: Sequence[str], seeds: Sequence[int], cfq: bool = False) -> List
   return [Unit(g, t, label, s) for s in seeds for g in grids for t, label in runs[g]]
 
 
+def select_runs(todo: Sequence[Unit], spec: str) -> List[Unit]:
+  """The units of `todo` whose run is named in `spec` ('' keeps all).
+
+  `spec` is a comma list of task/label runs, e.g. 'reverse_lookup/onestep,lookup/mono',
+  to add seeds to a few runs of a grid without running the rest of it.
+  """
+  wanted = [r.strip() for r in spec.split(',') if r.strip()]
+  if not wanted:
+    return list(todo)
+  known = list(dict.fromkeys(f'{u.task}/{u.label}' for u in todo))
+  for run in wanted:
+    if run not in known:
+      raise errors.MonolocError(f'unknown run {run!r} for these grids; valid runs: '
+                                + ', '.join(known))
+  return [u for u in todo if f'{u.task}/{u.label}' in wanted]
+
+
 # What a complete reproduction holds: a first pass of seed 0 over every grid,
 # then seeds 1 and 2 for Tables 2 and 3 and the investigation grids.
 SEEDS_1_2_GRIDS = ('table2', 'table3', 'recopy_mono', 'table2_explain', 'table3_explain')

@@ -237,6 +237,8 @@ config_flags.DEFINE_config_file(
     'The protocol (default: experiments/configs/reproduce.py).', lock_config=True)
 _GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(grids_lib.GRID_NAMES)}, or 'all'.")
 _SEEDS = flags.DEFINE_string('seeds', '0', 'Comma list of model seeds, e.g. 0 or 1,2.')
+_RUNS = flags.DEFINE_string('runs', '', "Only these task/label runs of the grids, a comma "
+                            "list, e.g. 'reverse_lookup/onestep,lookup/mono' ('' = all).")
 _RESULTS = flags.DEFINE_string('results_dir', str(REPO / 'results'), 'Where unit JSONs go.')
 _WORKDIR = flags.DEFINE_string('workdir', str(REPO / 'runs' / 'reproduce'),
                                'Root of the units\' training workdirs (checkpoints).')
@@ -299,7 +301,7 @@ def main(argv) -> None:
   grids, seeds = grids_lib.parse_grids(_GRID.value), grids_lib.parse_seeds(_SEEDS.value)
   results_dir, workdir = pathlib.Path(_RESULTS.value), pathlib.Path(_WORKDIR.value)
   data_dirs = DataDirs(_SCAN.value, _LOOKUP.value, _CFQ.value)
-  todo = grids_lib.units(grids, seeds, cfq=bool(_CFQ.value))
+  todo = grids_lib.select_runs(grids_lib.units(grids, seeds, cfq=bool(_CFQ.value)), _RUNS.value)
   if _DRY.value:
     for u in todo:
       _, why = data_dirs.for_task(u.task)

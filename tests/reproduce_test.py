@@ -160,6 +160,15 @@ def test_grid_and_seed_flags_give_one_line_errors():
   with pytest.raises(errors.MonolocError, match="bad --seeds 'a'"):
     grid.parse_seeds('a')
   assert grid.parse_grids('all') == list(grid.GRID_NAMES)
+  todo = grid.units(['table2', 'table3'], [3, 4])
+  picked = grid.select_runs(todo, 'lookup/mono, scan_length/mix_onestep.reference_code')
+  assert [(u.task, u.label, u.seed) for u in picked] == [
+      ('lookup', 'mono', 3), ('scan_length', 'mix_onestep.reference_code', 3),
+      ('lookup', 'mono', 4), ('scan_length', 'mix_onestep.reference_code', 4)]
+  assert grid.select_runs(todo, '') == todo
+  with pytest.raises(errors.MonolocError, match="unknown run 'lookup/mno' for these grids; "
+                     "valid runs: copy/content, copy/relative"):
+    grid.select_runs(todo, 'lookup/mno')
   assert grid.parse_seeds('1,2') == [1, 2]
 
 
