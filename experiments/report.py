@@ -13,7 +13,7 @@ import pathlib
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -177,32 +177,62 @@ def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
   return mean, std
 
 
+def _paper_mean_std(ref: str) -> Optional[Tuple[float, float]]:
+  """The paper's (mean, std) from its cell 'm ± s', or None."""
+  m = re.fullmatch(r'([\d.]+)\s*±\s*([\d.]+)', ref)
+  return (float(m.group(1)), float(m.group(2))) if m else None
+
+
 def _within(mean: float, ref: str) -> str:
   """'yes' if `mean` lies within one of the paper's standard deviations ('m ± s')."""
-  m = re.fullmatch(r'([\d.]+)\s*±\s*([\d.]+)', ref)
-  if not m:
+  published = _paper_mean_std(ref)
+  if not published:
     return '–'
-  return 'yes' if abs(mean - float(m.group(1))) <= float(m.group(2)) else '**no**'
+  return 'yes' if abs(mean - published[0]) <= published[1] else '**no**'
+
+
+# Seeds behind the paper's Table 3 means (SPEC §4): SCAN 5, CFQ 3.
+PAPER_SEEDS = {'scan_length': 5, 'cfq_length': 3}
+
+
+def _welch_p(accs: Sequence[float], ref: str, paper_seeds: int) -> str:
+  """Two-sided p of Welch's t-test: our per-seed values against the paper's 'm ± s'.
+
+  t = (x̄ - m) / sqrt(s_x²/n_x + s²/n), with Welch–Satterthwaite degrees of freedom;
+  '–' with fewer than 2 seeds of ours or no published std.
+  """
+  published = _paper_mean_std(ref)
+  if not published or len(accs) < 2:
+    return '–'
+  from scipy import stats  # pylint: disable=g-import-not-at-top  (a dependency of jax)
+  mean, std = _mean_std(accs)
+  p = stats.ttest_ind_from_stats(mean, std, len(accs), *published, paper_seeds,
+                                 equal_var=False).pvalue
+  return f'{p:.2f}'
 
 
 def _mean_std_row(results, grid_name: str, task: str, label: str, paper,
                   first: str) -> str:
-  """One Table 3 row: mean ± std over seeds, per-seed values, the paper, within."""
+  """One Table 3 row: mean ± std over seeds, per-seed values, the paper, within, Welch p."""
   records = results.get((grid_name, task, label), [])
   ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
   if not records:
-    return f'| {first} | 0 | not run |  | {ref} | – |'
+    return f'| {first} | 0 | not run |  | {ref} | – | – |'
   accs = [r['test']['test']['accuracy'] for r in records]
   mean, std = _mean_std(accs)
   return (f"| {first} | {len(records)} | {mean:.2f} ± {std:.2f} | "
-          f"{', '.join(_fmt(a) for a in accs)} | {ref} | {_within(mean, ref)} |")
+          f"{', '.join(_fmt(a) for a in accs)} | {ref} | {_within(mean, ref)} | "
+          f"{_welch_p(accs, ref, PAPER_SEEDS[task])} |")
 
 
 def table3(results, paper) -> List[str]:
   records_all = [r for (g, _, _), rs in results.items() if g == 'table3' for r in rs]
   lines = ['## Table 3: SCAN and CFQ length splits, mean ± std (%)', '', _protocol(records_all),
            '', 'Std is the sample standard deviation over seeds. "within" says whether our '
-           "mean lies within one of the paper's standard deviations of its mean. Rows marked "
+           "mean lies within one of the paper's standard deviations of its mean. \"p\" is the "
+           "two-sided p-value of Welch's t-test between our seeds and the paper's mean ± std "
+           "(5 seeds for SCAN, 3 for CFQ): a small p says the difference is larger than the "
+           "seeds' spread explains. Rows marked "
            '`.reference_code` run the Mix variant as the authors\' code built it (no content '
            "branch; BUILD_NOTES.md §2 item 17), beside the paper's number for that name.", '']
   for task in ('scan_length', 'cfq_length'):
@@ -212,8 +242,8 @@ def table3(results, paper) -> List[str]:
                 'on this machine (`--cfq_data_dir`)._', '']
       continue
     lines += [f'### {TASK_NAMES[task]}', '',
-              '| variant | seeds | ours: mean ± std | per seed | paper | within |',
-              '|---|---|---|---|---|---|']
+              '| variant | seeds | ours: mean ± std | per seed | paper | within | p |',
+              '|---|---|---|---|---|---|---|']
     lines += [_mean_std_row(results, 'table3', task, label, paper, label) for label in labels]
     lines.append('')
   return lines
@@ -237,8 +267,8 @@ def table3_explain(results, paper) -> List[str]:
         label.split('.')[0] + ('.reference_code' if '.reference_code' in label else '')
         for label in labels))
     lines += [f'### {TASK_NAMES[task]}', '',
-              '| grid | setup | seeds | ours: mean ± std | per seed | paper | within |',
-              '|---|---|---|---|---|---|---|']
+              '| grid | setup | seeds | ours: mean ± std | per seed | paper | within | p |',
+              '|---|---|---|---|---|---|---|---|']
     lines += [_mean_std_row(results, 'table3', task, b, paper, f'table3 | {b}') for b in bases]
     lines += [_mean_std_row(results, 'table3_explain', task, l, paper, f'table3_explain | {l}')
               for l in labels]
