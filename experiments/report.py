@@ -195,18 +195,17 @@ def _within(mean: float, ref: str) -> str:
 PAPER_SEEDS = {'scan_length': 5, 'cfq_length': 3}
 
 
-def _welch_p(accs: Sequence[float], ref: str, paper_seeds: int) -> str:
-  """Two-sided p of Welch's t-test: our per-seed values against the paper's 'm ± s'.
+def _welch_p(mean: float, std: float, seeds: int, ref: str, paper_seeds: int) -> str:
+  """Two-sided p of Welch's t-test: our seeds' mean ± std against the paper's 'm ± s'.
 
   t = (x̄ - m) / sqrt(s_x²/n_x + s²/n), with Welch–Satterthwaite degrees of freedom;
   '–' with fewer than 2 seeds of ours or no published std.
   """
   published = _paper_mean_std(ref)
-  if not published or len(accs) < 2:
+  if not published or seeds < 2:
     return '–'
   from scipy import stats  # pylint: disable=g-import-not-at-top  (a dependency of jax)
-  mean, std = _mean_std(accs)
-  p = stats.ttest_ind_from_stats(mean, std, len(accs), *published, paper_seeds,
+  p = stats.ttest_ind_from_stats(mean, std, seeds, *published, paper_seeds,
                                  equal_var=False).pvalue
   return f'{p:.2f}'
 
@@ -222,7 +221,7 @@ def _mean_std_row(results, grid_name: str, task: str, label: str, paper,
   mean, std = _mean_std(accs)
   return (f"| {first} | {len(records)} | {mean:.2f} ± {std:.2f} | "
           f"{', '.join(_fmt(a) for a in accs)} | {ref} | {_within(mean, ref)} | "
-          f"{_welch_p(accs, ref, PAPER_SEEDS[task])} |")
+          f"{_welch_p(mean, std, len(accs), ref, PAPER_SEEDS[task])} |")
 
 
 def table3(results, paper) -> List[str]:
