@@ -202,10 +202,21 @@ def _welch_p(mean: float, std: float, seeds: int, ref: str, paper_seeds: int) ->
   '–' with fewer than 2 seeds of ours or no published std.
   """
   published = _paper_mean_std(ref)
-  if not published or seeds < 2:
+  if not published:
+    return '–'
+  return _welch_p_two(mean, std, seeds, *published, paper_seeds)
+
+
+def _welch_p_two(mean_a: float, std_a: float, n_a: int,
+                 mean_b: float, std_b: float, n_b: int) -> str:
+  """Two-sided p of Welch's t-test between two samples given as mean, std, size.
+
+  '–' when either sample has fewer than 2 values.
+  """
+  if n_a < 2 or n_b < 2:
     return '–'
   from scipy import stats  # pylint: disable=g-import-not-at-top  (a dependency of jax)
-  p = stats.ttest_ind_from_stats(mean, std, seeds, *published, paper_seeds,
+  p = stats.ttest_ind_from_stats(mean_a, std_a, n_a, mean_b, std_b, n_b,
                                  equal_var=False).pvalue
   return f'{p:.2f}'
 
@@ -272,6 +283,51 @@ def table3_explain(results, paper) -> List[str]:
     lines += [_mean_std_row(results, 'table3_explain', task, l, paper, f'table3_explain | {l}')
               for l in labels]
     lines.append('')
+  return lines
+
+
+def load_authors_code(results_dir: pathlib.Path) -> List[Dict[str, Any]]:
+  """The authors' PyTorch code, run on this machine: results/authors_code/<task>/<label>.json."""
+  return [json.loads(p.read_text(encoding='utf-8'))
+          for p in sorted(results_dir.glob('authors_code/*/*.json'))]
+
+
+def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]:
+  """Each run of the authors' code beside the paper and our Table 3 row of the same model.
+
+  A file holds one model on one task (`task`, our `label`, the authors' `model` name,
+  `source`: repository, commit, torch version; `command`; `changes` to their code) and
+  its `runs`, one per budget, each with per-seed test accuracies.
+  """
+  if not runs:
+    return []
+  lines = ["### The authors' code, run on this machine", '',
+           "The authors' PyTorch code (never part of this repo), trained and tested here on "
+           "the same data. \"p (paper)\" is Welch's t-test against the paper's mean ± std; "
+           "\"p (ours)\" against our Table 3 row of the same model.", '']
+  for item in runs:
+    task, label, source = item['task'], item['label'], item['source']
+    ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
+    ours = [r['test']['test']['accuracy'] for r in results.get(('table3', task, label), [])]
+    lines += [f"{TASK_NAMES[task]}, `{item['model']}` ({source['repo']} at "
+              f"{source['commit'][:7]}, torch {source['torch']}, {source['device']}); ours: "
+              f"table3 `{label}`. Command: `{item['command']}`. Changes to their code: "
+              f"{item['changes']}", '',
+              "| budget | seeds | authors' code: mean ± std | per seed (best-dev epoch) "
+              '| paper | within | p (paper) | ours: mean ± std | p (ours) |',
+              '|---|---|---|---|---|---|---|---|---|']
+    ours_mean, ours_std = _mean_std(ours) if ours else (float('nan'), 0.0)
+    for run in item['runs']:
+      accs = [s['test_accuracy'] for s in run['seeds']]
+      mean, std = _mean_std(accs)
+      per_seed = ', '.join(f"{_fmt(s['test_accuracy'])} ({s['best_dev_epoch']})"
+                           for s in run['seeds'])
+      ours_cell = f'{ours_mean:.2f} ± {ours_std:.2f}' if ours else 'not run'
+      lines.append(
+          f"| {run['budget']} | {len(accs)} | {mean:.2f} ± {std:.2f} | {per_seed} | {ref} | "
+          f"{_within(mean, ref)} | {_welch_p(mean, std, len(accs), ref, PAPER_SEEDS[task])} | "
+          f"{ours_cell} | {_welch_p_two(mean, std, len(accs), ours_mean, ours_std, len(ours))} |")
+    lines += ['', *[f"- {note}" for note in item.get('notes', [])], '']
   return lines
 
 
@@ -417,6 +473,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
   out += recopy_mono(results)
   out += table2_explain(results, paper)
   out += table3_explain(results, paper)
+  out += authors_code(load_authors_code(results_dir), results, paper)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'
 

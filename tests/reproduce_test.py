@@ -71,6 +71,17 @@ def fixture_results(tmp_path):
                      {'test': 25.0}))
   write(root, record('table6', 'dedupe', 'onestep', 0,
                      {'test_15': 50.0, 'test_30': 25.0, 'test_100': 0.0}, edit=1.25))
+  authors = root / 'authors_code' / 'scan_length' / 'mix_onestep.json'
+  authors.parent.mkdir(parents=True)
+  authors.write_text(json.dumps({
+      'task': 'scan_length', 'label': 'mix_onestep', 'model': 'BiGRU_MixOneStep',
+      'source': {'repo': 'owner/repo', 'commit': '0123456789abcdef', 'torch': '2.0',
+                 'device': 'CPU'},
+      'command': 'python train.py', 'changes': 'none.',
+      'runs': [{'budget': '30 epochs', 'seeds': [
+          {'seed': 0, 'test_accuracy': 10.0, 'best_dev_epoch': 29},
+          {'seed': 1, 'test_accuracy': 14.0, 'best_dev_epoch': 30}]}],
+      'notes': ['Seed k is their run index k.']}))
   return root
 
 
@@ -121,6 +132,19 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
   assert 'copy/onestep/seed2' not in missing_table2 and 'recopy/mono/seed0' not in missing_table2
   assert 'at most 30 epochs' in text and 'the full dev split' in text
+
+
+def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results):
+  text = report.render(fixture_results)
+  assert "### The authors' code, run on this machine" in text
+  assert '`BiGRU_MixOneStep` (owner/repo at 0123456, torch 2.0, CPU)' in text
+  # 12.00 ± 2.83 over 2 seeds. Welch against the paper's 29.51 ± 9.46 (5 seeds): p = 0.01;
+  # against our 27.00 ± 6.08 (3 seeds): t = -3.71, p = 0.04.
+  assert ('| 30 epochs | 2 | 12.00 ± 2.83 | 10.0 (29), 14.0 (30) | 29.51 ± 9.46 | **no** | '
+          '0.01 | 27.00 ± 6.08 | 0.04 |') in text
+  assert '- Seed k is their run index k.' in text
+  # The file is not a unit: the unit count is unchanged.
+  assert '14 of 351 units have results; 337 missing.' in text
 
 
 def test_report_includes_hand_written_notes(fixture_results):
