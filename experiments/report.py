@@ -297,7 +297,8 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
 
   A file holds one model on one task (`task`, our `label`, the authors' `model` name,
   `source`: repository, commit, torch version; `command`; `changes` to their code) and
-  its `runs`, one per budget, each with per-seed test accuracies.
+  its `runs`, one per budget, each with per-seed test accuracies and optionally `ours`:
+  the [grid, label] of our run to compare with (default: table3 and the file's label).
   """
   if not runs:
     return []
@@ -308,25 +309,26 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
   for item in runs:
     task, label, source = item['task'], item['label'], item['source']
     ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
-    ours = [r['test']['test']['accuracy'] for r in results.get(('table3', task, label), [])]
     lines += [f"{TASK_NAMES[task]}, `{item['model']}` ({source['repo']} at "
-              f"{source['commit'][:7]}, torch {source['torch']}, {source['device']}); ours: "
-              f"table3 `{label}`. Command: `{item['command']}`. Changes to their code: "
-              f"{item['changes']}", '',
+              f"{source['commit'][:7]}, torch {source['torch']}, {source['device']}). "
+              f"Command: `{item['command']}`. Changes to their code: {item['changes']}", '',
               "| budget | seeds | authors' code: mean ± std | per seed (best-dev epoch) "
-              '| paper | within | p (paper) | ours: mean ± std | p (ours) |',
-              '|---|---|---|---|---|---|---|---|---|']
-    ours_mean, ours_std = _mean_std(ours) if ours else (float('nan'), 0.0)
+              '| paper | within | p (paper) | ours: grid / setup | ours: mean ± std | p (ours) |',
+              '|---|---|---|---|---|---|---|---|---|---|']
     for run in item['runs']:
       accs = [s['test_accuracy'] for s in run['seeds']]
       mean, std = _mean_std(accs)
       per_seed = ', '.join(f"{_fmt(s['test_accuracy'])} ({s['best_dev_epoch']})"
                            for s in run['seeds'])
+      ours_grid, ours_label = run.get('ours', ('table3', label))
+      ours = [r['test']['test']['accuracy'] for r in results.get((ours_grid, task, ours_label), [])]
+      ours_mean, ours_std = _mean_std(ours) if ours else (float('nan'), 0.0)
       ours_cell = f'{ours_mean:.2f} ± {ours_std:.2f}' if ours else 'not run'
       lines.append(
           f"| {run['budget']} | {len(accs)} | {mean:.2f} ± {std:.2f} | {per_seed} | {ref} | "
           f"{_within(mean, ref)} | {_welch_p(mean, std, len(accs), ref, PAPER_SEEDS[task])} | "
-          f"{ours_cell} | {_welch_p_two(mean, std, len(accs), ours_mean, ours_std, len(ours))} |")
+          f"{ours_grid} / {ours_label} | {ours_cell} | "
+          f"{_welch_p_two(mean, std, len(accs), ours_mean, ours_std, len(ours))} |")
     lines += ['', *[f"- {note}" for note in item.get('notes', [])], '']
   return lines
 
