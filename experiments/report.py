@@ -293,7 +293,7 @@ def load_authors_code(results_dir: pathlib.Path) -> List[Dict[str, Any]]:
 
 
 def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]:
-  """Each run of the authors' code beside the paper and our Table 3 row of the same model.
+  """Each run of the authors' code beside the paper and beside a run of ours of the same model.
 
   A file holds one model on one task (`task`, our `label`, the authors' `model` name,
   `source`: repository, commit, torch version; `command`; `changes` to their code) and
@@ -305,7 +305,7 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
   lines = ["### The authors' code, run on this machine", '',
            "The authors' PyTorch code (never part of this repo), trained and tested here on "
            "the same data. \"p (paper)\" is Welch's t-test against the paper's mean ± std; "
-           "\"p (ours)\" against our Table 3 row of the same model.", '']
+           "\"p (ours)\" against the run of ours named in the same row.", '']
   for item in runs:
     task, label, source = item['task'], item['label'], item['source']
     ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
