@@ -221,16 +221,20 @@ def _welch_p_two(mean_a: float, std_a: float, n_a: int,
   return f'{p:.2f}'
 
 
+def _test_accs(results, grid_name: str, task: str, label: str) -> List[float]:
+  """Per-seed accuracy (%) on the single 'test' split of a Table 3 style run."""
+  return [r['test']['test']['accuracy'] for r in results.get((grid_name, task, label), [])]
+
+
 def _mean_std_row(results, grid_name: str, task: str, label: str, paper,
                   first: str) -> str:
   """One Table 3 row: mean ± std over seeds, per-seed values, the paper, within, Welch p."""
-  records = results.get((grid_name, task, label), [])
+  accs = _test_accs(results, grid_name, task, label)
   ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
-  if not records:
+  if not accs:
     return f'| {first} | 0 | not run |  | {ref} | – | – |'
-  accs = [r['test']['test']['accuracy'] for r in records]
   mean, std = _mean_std(accs)
-  return (f"| {first} | {len(records)} | {mean:.2f} ± {std:.2f} | "
+  return (f"| {first} | {len(accs)} | {mean:.2f} ± {std:.2f} | "
           f"{', '.join(_fmt(a) for a in accs)} | {ref} | {_within(mean, ref)} | "
           f"{_welch_p(mean, std, len(accs), ref, PAPER_SEEDS[task])} |")
 
@@ -321,14 +325,16 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
       per_seed = ', '.join(f"{_fmt(s['test_accuracy'])} ({s['best_dev_epoch']})"
                            for s in run['seeds'])
       ours_grid, ours_label = run.get('ours', ('table3', label))
-      ours = [r['test']['test']['accuracy'] for r in results.get((ours_grid, task, ours_label), [])]
-      ours_mean, ours_std = _mean_std(ours) if ours else (float('nan'), 0.0)
-      ours_cell = f'{ours_mean:.2f} ± {ours_std:.2f}' if ours else 'not run'
+      ours = _test_accs(results, ours_grid, task, ours_label)
+      ours_cell, p_ours = 'not run', '–'
+      if ours:
+        ours_mean, ours_std = _mean_std(ours)
+        ours_cell = f'{ours_mean:.2f} ± {ours_std:.2f}'
+        p_ours = _welch_p_two(mean, std, len(accs), ours_mean, ours_std, len(ours))
       lines.append(
           f"| {run['budget']} | {len(accs)} | {mean:.2f} ± {std:.2f} | {per_seed} | {ref} | "
           f"{_within(mean, ref)} | {_welch_p(mean, std, len(accs), ref, PAPER_SEEDS[task])} | "
-          f"{ours_grid} / {ours_label} | {ours_cell} | "
-          f"{_welch_p_two(mean, std, len(accs), ours_mean, ours_std, len(ours))} |")
+          f"{ours_grid} / {ours_label} | {ours_cell} | {p_ours} |")
     lines += ['', *[f"- {note}" for note in item.get('notes', [])], '']
   return lines
 
