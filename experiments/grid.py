@@ -9,6 +9,7 @@ import pathlib
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from monoloc_jax import errors
+from monoloc_jax import recipes
 
 TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
                 'inv_recopy', 'inv_reverse_recopy')
@@ -29,6 +30,10 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     'gate0': {'mono_gate_init': 0.0},               # a trainable MonoAttn gate, g = 0.5
     # The paper's epoch budget: 100 epochs, patience 50, no stop at 100% dev.
     'paper_epochs': {'max_epochs': 100, 'early_stop_patience': 50, 'perfect_dev_patience': 0},
+    # The authors' whole training procedure (monoloc_jax/recipes.py): random batches,
+    # 100 epochs, their improvement, plateau and stopping rules, teacher-forced dev,
+    # DeDupe's source <eos>, their initialisation and Eq. 9 normaliser.
+    'authors': dict(recipes.AUTHORS_CODE),
 }
 # The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
 # under the reference code's dev metric, its random batches, both, and with a
@@ -90,6 +95,10 @@ class Unit:
     return root / self.grid / self.task / self.label / f'seed{self.seed}{suffix}'
 
 
+def _tagged(labels: Sequence[str], tag: str) -> Tuple[str, ...]:
+  return tuple(f'{label}.{tag}' for label in labels)
+
+
 def _runs(tasks_: Sequence[str], labels: Sequence[str]) -> List[Tuple[str, str]]:
   return [(t, v) for t in tasks_ for v in labels]
 
@@ -106,6 +115,10 @@ def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
       'recopy_mono': _runs(('recopy',), RECOPY_MONO_LABELS),
       'table2_explain': list(TABLE2_EXPLAIN_RUNS),
       'table3_explain': list(TABLE3_EXPLAIN_RUNS),
+      # Tables 2, 4 and 6 under the authors' training procedure (Fidelity II).
+      'table2_authors': _runs(TABLE2_TASKS, _tagged(TABLE2_VARIANTS, 'authors')),
+      'table4_authors': _runs(TABLE2_TASKS, _tagged(TABLE4_VARIANTS, 'authors')),
+      'table6_authors': _runs(('dedupe', 'posretrieve'), _tagged(TABLE2_VARIANTS, 'authors')),
   }
 
 

@@ -93,7 +93,9 @@ PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 
                    'lr_factor', 'learning_rate', 'batch_size', 'dev_metric', 'eval_size',
                    'train_size', 'dropout', 'grad_clip', 'weight_decay', 'mix_mode',
                    'num_layers', 'hidden_dim', 'qk_dim', 'decoder_init', 'mono_gate_init',
-                   'bucket_batches', 'data_seed')
+                   'bucket_batches', 'data_seed', 'improvement_tolerance', 'plateau_rule',
+                   'plateau_threshold', 'source_eos_tasks', 'init_scheme', 'sigma_bias',
+                   'location_normaliser')
 
 
 def code_commit() -> Dict[str, Any]:

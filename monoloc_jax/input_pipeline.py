@@ -63,9 +63,13 @@ def _pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> np.ndarra
   return out
 
 
-def encode_split(examples: Sequence[Example], vocab: Vocabulary) -> EncodedSplit:
-  """Token ids for a list of Examples; targets get `<eos>`."""
+def encode_split(examples: Sequence[Example], vocab: Vocabulary,
+                 source_eos: bool = False) -> EncodedSplit:
+  """Token ids for a list of Examples; targets get `<eos>`, and so do sources when
+  `source_eos` (the authors' DeDupe data: a literal `<eos>` ends every input)."""
   enc = vocab.encode_examples(examples, target_eos=True)
+  if source_eos:
+    enc = enc._replace(sources=[s + [vocab.eos_id] for s in enc.sources])
   src_len = np.array([len(s) for s in enc.sources], np.int32)
   tgt_len = np.array([len(t) for t in enc.targets], np.int32)
   gold = None
@@ -202,6 +206,17 @@ def resolve_test_splits(config, task=None) -> Tuple[str, ...]:
   return names
 
 
+def source_eos_tasks(config) -> Tuple[str, ...]:
+  """The task names of `config.source_eos_tasks` (a comma list; '' = none)."""
+  return tuple(t.strip() for t in config.get('source_eos_tasks', '').split(',') if t.strip())
+
+
+def source_eos(config, task=None) -> bool:
+  """Whether the run's sources end in `<eos>` (its task is in `source_eos_tasks`)."""
+  task = config.task if task is None else task
+  return getattr(task, 'name', task) in source_eos_tasks(config)
+
+
 def _subsample(examples, n: int):
   return list(examples) if not n or n >= len(examples) else list(examples)[:n]
 
@@ -220,11 +235,13 @@ def load_data(config, vocab: Optional[Vocabulary] = None, with_train: bool = Tru
   train_ex = _subsample(loaded['train'], config.train_size) if with_train else []
   if vocab is None:
     vocab = Vocabulary.from_examples(train_ex)
-  dev = encode_split(_subsample(loaded['dev'], config.eval_size), vocab)
-  tests = {s: encode_split(_subsample(loaded[s], config.eval_size), vocab) for s in test_names}
+  eos = source_eos(config, task)
+  dev = encode_split(_subsample(loaded['dev'], config.eval_size), vocab, eos)
+  tests = {s: encode_split(_subsample(loaded[s], config.eval_size), vocab, eos)
+           for s in test_names}
   for name, split in [('dev', dev), *tests.items()]:
     if split.n_unk:
       logging.warning('%s: %d tokens not in the training vocabulary were mapped to <unk>',
                       name, split.n_unk)
-  train = encode_split(train_ex, vocab) if with_train else None
+  train = encode_split(train_ex, vocab, eos) if with_train else None
   return TaskData(vocab, train, dev, tests)

@@ -142,8 +142,14 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
 
 
 def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:
-  """[(field, stored value, given value)] for every field that differs, sorted by field."""
+  """[(field, stored value, given value)] for every field that differs, sorted by field.
+
+  A field the stored config lacks (written before the field existed) has its default:
+  that is what the older version ran, so a workdir of it still resumes.
+  """
+  defaults = default.get_config().to_dict()
   a, b = dict(stored.to_dict()), dict(given.to_dict())
+  a = {**{k: v for k, v in defaults.items() if k in b}, **a}
   return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 

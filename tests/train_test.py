@@ -470,7 +470,7 @@ def test_named_configs_resolve_from_the_package_anywhere(tmp_path, monkeypatch):
                                     'get_config = default.get_config\n')
   assert configs.resolve('mine.py') == 'mine.py'           # an existing file wins
   assert set(configs.named_configs()) >= {'default', 'quick', 'cfq'}
-  with pytest.raises(errors.MonolocError, match="named configs: cfq, default, quick"):
+  with pytest.raises(errors.MonolocError, match="named configs: authors_code, cfq, default, quick"):
     configs.resolve('quik')
 
 

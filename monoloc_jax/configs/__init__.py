@@ -75,6 +75,17 @@ def validate(config, task=None, variant=None) -> None:
   if config.decoder_init == 'backward_states' and config.num_layers != 2:
     raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
                               f'(got {config.num_layers})')
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  if config.get('plateau_rule', 'library') not in train.PLATEAU_RULES:
+    raise errors.unknown_name('plateau_rule', config.plateau_rule, train.PLATEAU_RULES)
+  threshold = config.get('plateau_threshold', 1e-4)
+  if not (math.isfinite(threshold) and threshold >= 0):
+    raise errors.MonolocError(f'bad value for config.plateau_threshold: {threshold!r}; '
+                              'it must be a number >= 0')
+  for name in input_pipeline.source_eos_tasks(config):
+    if name not in tasks.TASKS and name != getattr(task, 'name', None):
+      raise errors.MonolocError(f'unknown task {name!r} in config.source_eos_tasks; valid '
+                                f"tasks: {', '.join(sorted(tasks.TASKS))} (comma list, '' = none)")
   input_pipeline.resolve_test_splits(config, task)
 
 

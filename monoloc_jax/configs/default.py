@@ -28,6 +28,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
   c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
+  c.init_scheme = 'library'  # parameter init: 'library' or 'authors_code' (the authors' torch inits)
+  c.sigma_bias = True        # sigma read-out has a bias (False: as the authors' code)
+  c.location_normaliser = 'padding_free'  # Eq. 9: 'padding_free' or 'authors_code' (sum + S*1e-20)
 
   # Optimisation (App. E: AdamW, lr plateau, early stopping).
   c.learning_rate = 1e-3     # AdamW learning rate
@@ -37,11 +40,14 @@ def get_config() -> ml_collections.ConfigDict:
   c.eval_batch_size = 256    # batch size of dev and test decoding
   c.lr_factor = 0.5          # lr plateau: multiply the lr by this ...
   c.lr_patience = 4          # ... after this many epochs without dev improvement
+  c.plateau_rule = 'library' # or 'reduce_lr_on_plateau': torch's ReduceLROnPlateau, as the authors
+  c.plateau_threshold = 1e-4 # reduce_lr_on_plateau only: relative gain that counts as better
   c.early_stop_patience = 50 # stop a seed after this many epochs without dev improvement
   c.improvement_tolerance = 0.001  # dev accuracy within this of the best counts as improvement
   c.max_epochs = 100         # at most this many epochs
   c.dev_metric = 'greedy'    # or 'teacher_forced' (the reference code's)
   c.bucket_batches = True    # group training batches by target length
+  c.source_eos_tasks = ''    # comma list of tasks whose sources end in <eos> (authors: 'dedupe')
 
   c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
