@@ -171,8 +171,11 @@ def select_runs(todo: Sequence[Unit], spec: str) -> List[Unit]:
 
 
 # What a complete reproduction holds: a first pass of seed 0 over every grid,
-# then seeds 1 and 2 for Tables 2 and 3 and the investigation grids.
-SEEDS_1_2_GRIDS = ('table2', 'table3', 'recopy_mono', 'table2_explain', 'table3_explain')
+# then seeds 1 and 2 for Tables 2, 3, 4 and 6 (both procedures) and the investigation grids.
+SEEDS_1_2_GRIDS = ('table2', 'table3', 'recopy_mono', 'table2_explain', 'table3_explain',
+                   # Fidelity II: every Table 2, 4 and 6 run with >= 3 seeds under both
+                   # training procedures.
+                   'table4', 'table6', 'table2_authors', 'table4_authors', 'table6_authors')
 
 
 def expected_units(cfq: bool = False) -> List[Unit]:

@@ -91,6 +91,21 @@ _BATCHING = {'True': 'grouped by target-length bucket (this library\'s default)'
              'None': 'not recorded'}
 
 
+def _lr_rule(values) -> str:
+  """How the runs' lr followed dev accuracy (records without the field ran the library's)."""
+  rules = {'None': 'library'}
+  out = []
+  for rule in sorted({rules.get(v, v) for v in values('plateau_rule')}):
+    if rule == 'library':
+      out.append(f"lr halved after {', '.join(values('lr_patience'))} epochs without "
+                 'improvement')
+    else:
+      out.append("lr by torch's ReduceLROnPlateau (mode max, patience "
+                 f"{', '.join(values('lr_patience'))}, threshold "
+                 f"{', '.join(values('plateau_threshold'))}, not after epoch 1)")
+  return ' or '.join(out)
+
+
 def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
   """One paragraph describing what ran, from the records themselves."""
   if not records:
@@ -107,8 +122,7 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
   return (f"Protocol actually run: at most {', '.join(values('max_epochs'))} epochs, early "
           f"stopping after {', '.join(values('early_stop_patience'))} epochs without dev "
           f"improvement, a seed also stops after {', '.join(values('perfect_dev_patience'))} "
-          f"consecutive epochs at 100% dev accuracy (0 = rule off), lr halved after "
-          f"{', '.join(values('lr_patience'))} epochs without improvement; batches: "
+          f"consecutive epochs at 100% dev accuracy (0 = rule off), {_lr_rule(values)}; batches: "
           f"{', '.join(_BATCHING[v] for v in values('bucket_batches'))}; dev metric: "
           f"{', '.join(values('dev_metric'))} sequence accuracy on {dev} dev split; "
           f"test splits of {', '.join(map(str, sizes))} samples; seeds that ran: "
@@ -433,13 +447,55 @@ def table2_explain(results, paper) -> List[str]:
   return lines
 
 
+# Tables 2, 4 and 6: the grid of the library's procedure and of the authors'.
+PROCEDURE_GRIDS = (('table2', 'table2_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE2_VARIANTS),
+                   ('table4', 'table4_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS),
+                   ('table6', 'table6_authors', ('dedupe', 'posretrieve'),
+                    grids_lib.TABLE2_VARIANTS))
+
+
+def procedures(results, paper) -> List[str]:
+  """Every Tables 2, 4 and 6 run that has units under the authors' training procedure
+  (`recipes.AUTHORS_CODE`, label tag `.authors`), beside the same run under the library's."""
+  lines = ["## Two training procedures: the library's and the authors' (Tables 2, 4, 6)", '']
+  records_all = [r for _, g, _, _ in PROCEDURE_GRIDS for (g2, _, _), rs in results.items()
+                 if g2 == g for r in rs]
+  lines += [_protocol(records_all), '',
+            "Each run under the library's procedure (grids `table2`, `table4`, `table6`; "
+            "protocol in those sections) beside the same run under the authors' (`.authors`: "
+            'random batches, at most 100 epochs, stop after 51 epochs without improvement, '
+            "improvement = a strict gain or an exact tie, torch's ReduceLROnPlateau, "
+            "teacher-forced dev accuracy, DeDupe sources ending in `<eos>`, the authors' "
+            'initialisation, no σ bias, their Eq. 9 normaliser; `monoloc_jax/recipes.py`). '
+            'Cells: median sequence accuracy (%) [per seed] / mean edit distance.', '']
+  shown = 0
+  for base, grid_name, task_list, variant_list in PROCEDURE_GRIDS:
+    for task in task_list:
+      rows = [(base, v) for v in variant_list
+              if results.get((grid_name, task, f'{v}.authors'))]
+      if not rows:
+        continue
+      shown += len(rows)
+      lines += [f'### {base}: {TASK_NAMES[task]}', '']
+      if base == 'table2':
+        paper_row = '; '.join(
+            f"{v} " + ' / '.join(paper.get((v, f'{PAPER_COLUMNS[task]} {LENGTH_OF[s]}'), '–')
+                                 for s in splits_of(task)) for v, in [(r[1],) for r in rows])
+        lines += [f"The paper, lengths {' / '.join(LENGTH_OF[s] for s in splits_of(task))}: "
+                  f'{paper_row}.', '']
+      pairs = [row for b, v in rows for row in ((b, v), (grid_name, f'{v}.authors'))]
+      lines += _setup_table(results, task, pairs) + ['']
+  if not shown:
+    lines += ["_No unit has run under the authors' procedure yet._", '']
+  return lines
+
+
 def missing(results) -> List[str]:
   have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
   lines = ['## Missing units', '',
-           'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of Tables 2 '
-           'and 3 and of the investigation grids (`recopy_mono`, `table2_explain`, '
-           '`table3_explain`; CFQ '
-           'units only where the data is available).', '']
+           'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of '
+           f"{', '.join(f'`{g}`' for g in grids_lib.SEEDS_1_2_GRIDS)} (CFQ units only where "
+           'the data is available).', '']
   by_grid: Dict[str, List[str]] = {}
   expected = grids_lib.expected_units(cfq=False)
   for u in expected:
@@ -481,6 +537,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
   out += recopy_mono(results)
   out += table2_explain(results, paper)
   out += table3_explain(results, paper)
+  out += procedures(results, paper)
   out += authors_code(load_authors_code(results_dir), results, paper)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'

@@ -71,6 +71,13 @@ def fixture_results(tmp_path):
                      {'test': 25.0}))
   write(root, record('table6', 'dedupe', 'onestep', 0,
                      {'test_15': 50.0, 'test_30': 25.0, 'test_100': 0.0}, edit=1.25))
+  authors_unit = record('table6_authors', 'dedupe', 'onestep.authors', 0,
+                        {'test_15': 100.0, 'test_30': 99.5, 'test_100': 80.0}, edit=0.5,
+                        epochs=100)
+  authors_unit['protocol'].update(max_epochs=100, early_stop_patience=51,
+                                  perfect_dev_patience=0, dev_metric='teacher_forced',
+                                  plateau_rule='reduce_lr_on_plateau', plateau_threshold=1e-4)
+  write(root, authors_unit)
   authors = root / 'authors_code' / 'scan_length' / 'mix_onestep.json'
   authors.parent.mkdir(parents=True)
   authors.write_text(json.dumps({
@@ -127,8 +134,15 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert '| table3_explain | mix_onestep.paper_epochs | 1 | 25.00 ± 0.00 | 25.0 | 29.51 ± 9.46 ' \
          '| yes |' in text
   assert '| table3 | mix_onestep.reference_code | 0 | not run |' in text
-  # 351 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 + 6 of the reruns.
-  assert '14 of 351 units have results; 337 missing.' in text
+  # 675 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 + 6 of the reruns,
+  # seeds 1-2 of Tables 4 and 6 (72), and Tables 2, 4, 6 under the authors' procedure (252).
+  assert '15 of 675 units have results; 660 missing.' in text
+  # The authors' procedure: its run beside the library's, with its own lr rule stated.
+  assert ('| table6 | onestep | 1 | 50.0 [50.0] / 1.25 | 25.0 [25.0] / 1.25 | 0.0 [0.0] / '
+          '1.25 | 100.0 | 5 |') in text
+  assert ('| table6_authors | onestep.authors | 1 | 100.0 [100.0] / 0.50 | 99.5 [99.5] / 0.50 '
+          '| 80.0 [80.0] / 0.50 | 100.0 | 100 |') in text
+  assert "lr by torch's ReduceLROnPlateau (mode max, patience 4, threshold 0.0001" in text
   table2_line = next(l for l in text.splitlines() if l.startswith('- **table2** (139 missing)'))
   missing_table2 = table2_line.split(': ', 1)[1].split(', ')
   assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
@@ -149,7 +163,7 @@ def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results)
           'table3_explain / mix_onestep.paper_epochs | 25.00 ± 0.00 | – |') in text
   assert '- Seed k is their run index k.' in text
   # The file is not a unit: the unit count is unchanged.
-  assert '14 of 351 units have results; 337 missing.' in text
+  assert '15 of 675 units have results; 660 missing.' in text
 
 
 def test_report_includes_hand_written_notes(fixture_results):
