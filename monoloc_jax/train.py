@@ -254,6 +254,26 @@ def create_train_state(programs: TrainPrograms, seeds: Sequence[int],
   return TrainState(params, opt_state, jnp.zeros((len(seeds),), jnp.int32), dropout_keys)
 
 
+def _prior_wall_time(workdir: pathlib.Path, history: Sequence[Dict[str, Any]],
+                     epoch: int) -> float:
+  """Wall seconds the run's earlier processes spent up to the restored `epoch` (0 for a
+  fresh run): results.json's total when a finished run of that epoch is re-run, else the
+  last epoch record's `wall_s` (records written before that field: their `epoch_s` summed,
+  a lower bound). Time an interrupted process spent after its last checkpoint is lost."""
+  if not history:
+    return 0.0
+  try:
+    finished = rundir.load_results(workdir)
+  except errors.MonolocError:
+    finished = {}
+  if finished.get('epochs') == epoch and isinstance(finished.get('wall_time_s'), (int, float)):
+    return float(finished['wall_time_s'])
+  last = history[-1]
+  if isinstance(last.get('wall_s'), (int, float)):
+    return float(last['wall_s'])
+  return float(sum(r.get('epoch_s', 0.0) for r in history))
+
+
 @jax.jit
 def _stack_where(mask: Array, new, old):
   """Per seed (mask [N]): the leaves of `new` where mask, else those of `old`.
@@ -333,6 +353,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
     # The history is the checkpoint's own copy: cut back to the restored epoch exactly.
     history = restored['history']
     rundir.write_history(workdir, history)
+  prior_wall_s = _prior_wall_time(workdir, history, tracker.epoch)
   rundir.save_config(workdir, config)       # once the checkpoint is known to be good
   print(logs.header(config, workdir, data, seeds, tracker.epoch, model.variant.display_name),
         flush=True)
@@ -375,7 +396,8 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
     record = {'epoch': tracker.epoch, 'loss': (loss_sum / np.maximum(tokens, 1)).tolist(),
               'dev_accuracy': (100 * dev_acc).tolist(), 'lr': tracker.lr.tolist(),
               'improved': improved.tolist(), 'stopped': (tracker.stopped & ~was_stopped).tolist(),
-              'train_s': train_s, 'epoch_s': time.time() - t0}
+              'train_s': train_s, 'epoch_s': time.time() - t0,
+              'wall_s': prior_wall_s + time.time() - t_start}
     history.append(record)
     writer.write_epoch(record)
     # Checkpoint (with its manifest holding the history), then metrics.jsonl, then the
@@ -407,7 +429,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
               'best_epoch_per_seed': (tracker.best_epoch + 1).tolist()},
       'epochs': tracker.epoch,
       'steps_per_epoch': steps_per_epoch,
-      'wall_time_s': time.time() - t_start,
+      'wall_time_s': prior_wall_s + time.time() - t_start,   # over every process of the run
       'train_time_s_this_process': train_time,
       'eval_time_s': time.time() - t_eval,
       'config': config.to_dict(),

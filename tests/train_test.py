@@ -484,3 +484,23 @@ def test_help_lists_every_flag_and_config_field():
   for field, value in default.get_config().items():
     assert f'\n  --config.{field}={value!r}' in proc.stdout, field
   assert '\n  quick ' in proc.stdout and 'MONOLOC_XLA_CACHE' in proc.stdout
+
+
+def test_wall_time_sums_every_process_of_a_run(tmp_path):
+  """results.json's wall_time_s counts every process: a run resumed for a second epoch, and
+  a finished run re-run, add their own time to what the earlier processes spent."""
+  import time  # pylint: disable=g-import-not-at-top
+  first = train.train_and_evaluate(small_config(train_size=300, max_epochs=1), str(tmp_path))
+  t0 = time.time()
+  second = train.train_and_evaluate(small_config(train_size=300, max_epochs=2), str(tmp_path))
+  own = time.time() - t0
+  assert second['epochs'] == 2
+  assert second['wall_time_s'] >= first['wall_time_s'] + 0.9 * own
+  assert second['wall_time_s'] <= first['wall_time_s'] + own + 1.0
+  # Epoch 2's record carries the run's total up to its end.
+  walls = [r['wall_s'] for r in history(tmp_path)]
+  assert walls[0] < first['wall_time_s'] < walls[1] < second['wall_time_s']
+  # Re-running the finished run adds its (evaluation) time; it never starts from zero.
+  t0 = time.time()
+  third = train.train_and_evaluate(small_config(train_size=300, max_epochs=2), str(tmp_path))
+  assert second['wall_time_s'] + 0.9 * (time.time() - t0) <= third['wall_time_s']

@@ -39,7 +39,7 @@ TINY_FLAGS = ['--task=copy', '--model=onestep'] + [
 # Fields of results.json and metrics.jsonl that measure wall time (they differ between runs).
 RESULT_TIME_FIELDS = ('wall_time_s', 'train_time_s_this_process', 'eval_time_s')
 SPLIT_TIME_FIELDS = ('decode_s',)
-HISTORY_TIME_FIELDS = ('train_s', 'epoch_s')
+HISTORY_TIME_FIELDS = ('train_s', 'epoch_s', 'wall_s')
 
 
 def tiny_config(**overrides):
