@@ -24,6 +24,7 @@ from absl import flags
 import jax
 
 from monoloc_jax import attention
+from monoloc_jax import cli
 from monoloc_jax import configs
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
@@ -227,6 +228,7 @@ def main(argv):
 
 
 def run():
+  cli.list_flags_in_help(__name__)
   app.run(main)
 
 

@@ -50,6 +50,17 @@ def stop_on_interrupt() -> None:
   threading.Thread(target=watch, name=_WATCHER, daemon=True).start()
 
 
+def list_flags_in_help(module_name: str) -> None:
+  """Makes `--help` of a console script list the flags that `module_name` defines.
+
+  absl's --help shows the key flags of the module named by sys.argv[0]; for a console
+  script that is the generated wrapper, which defines none ("Try --helpfull").
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  for flag in flags.FLAGS.get_flags_for_module(module_name):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run() -> None:
   """The `monoloc-train` console script."""
   stop_on_interrupt()

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from monoloc_jax import cli
 from monoloc_jax import errors
 
 METRICS = {'accuracy': 'sequence accuracy (%)', 'seq_acc_be': 'SeqAccBE (%)',
@@ -209,6 +210,7 @@ def _parse_flags(argv: Sequence[str]) -> List[str]:
 
 def run() -> None:
   """Console-script entry point."""
+  cli.list_flags_in_help(__name__)
   app.run(main, flags_parser=_parse_flags)
 
 

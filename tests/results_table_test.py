@@ -75,3 +75,17 @@ def test_errors_are_one_line_and_name_the_choices(runs):
   assert proc.returncode == 2
   assert proc.stderr.strip() == ('error: flag --format=xml: value should be one of '
                                  '<text|markdown|csv>')
+
+
+@pytest.mark.parametrize('script, flag', [('monoloc-results', '--format'),
+                                          ('monoloc-benchmark', '--batch_size'),
+                                          ('monoloc-results', '--[no]per_seed')])
+def test_console_script_help_lists_its_own_flags(script, flag):
+  import shutil  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  path = shutil.which(script) or str(pathlib.Path(sys.executable).parent / script)
+  out = subprocess.run([path, '--help'], capture_output=True, text=True, timeout=120,
+                       check=False)
+  assert out.returncode in (0, 1), out.stderr       # absl's --help exits with 1
+  assert f'  {flag}' in out.stdout, out.stdout       # before the fix: only "Try --helpfull"
