@@ -325,6 +325,9 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
            "the same data. \"p (paper)\" is Welch's t-test against the paper's mean ± std; "
            "\"p (ours)\" against the run of ours named in the same row.", '']
   for item in runs:
+    if item['task'] not in PAPER_SEEDS:          # a task tested at several lengths
+      lines += _authors_code_by_length(item, results)
+      continue
     task, label, source = item['task'], item['label'], item['source']
     ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
     lines += [f"{TASK_NAMES[task]}, `{item['model']}` ({source['repo']} at "
@@ -351,6 +354,49 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
           f"{ours_grid} / {ours_label} | {ours_cell} | {p_ours} |")
     lines += ['', *[f"- {note}" for note in item.get('notes', [])], '']
   return lines
+
+
+def _table_of(task: str, label: str) -> str:
+  """The library-procedure grid that holds (task, label): table2, table4 or table6."""
+  if task in ('dedupe', 'posretrieve'):
+    return 'table6'
+  return 'table4' if label in grids_lib.TABLE4_VARIANTS else 'table2'
+
+
+def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
+  """A run of the authors' code on a length task: per split, median [per seed], beside
+  the same run of ours under the library's procedure and under the authors'."""
+  task, label, source = item['task'], item['label'], item['source']
+  splits = splits_of(task)
+  base = _table_of(task, label)
+  lines = [f"{TASK_NAMES[task]} / {label}: `{item['model']}` ({source['repo']} at "
+           f"{source['commit'][:7]}, torch {source['torch']}, {source['device']}). "
+           f"Command: `{item['command']}`. Changes to their code: {item['changes']}", '',
+           '| run | setup | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
+           + ' | best-dev epoch per seed | epochs |', '|' + '---|' * (5 + len(splits))]
+  for run in item['runs']:
+    seeds = run['seeds']
+    cells = []
+    for split in splits:
+      accs = [s['test'][split] for s in seeds]
+      cells.append(f"{_fmt(_median(accs))} [{', '.join(_fmt(a) for a in accs)}]")
+    lines.append(f"| authors' code | {run['budget']} | {len(seeds)} | {' | '.join(cells)} | "
+                 f"{', '.join(str(s['best_dev_epoch']) for s in seeds)} | "
+                 f"{', '.join(str(s['epochs_run']) for s in seeds)} |")
+  for grid_name, setup in ((base, label), (f'{base}_authors', f'{label}.authors')):
+    records = results.get((grid_name, task, setup), [])
+    if not records:
+      lines.append(f"| ours: {grid_name} | {setup} | 0 | "
+                   f"{' | '.join(['not run'] * len(splits))} | – | – |")
+      continue
+    cells = []
+    for split in splits:
+      accs = [r['test'][split]['accuracy'] for r in records]
+      cells.append(f"{_fmt(_median(accs))} [{', '.join(_fmt(a) for a in accs)}]")
+    lines.append(f"| ours: {grid_name} | {setup} | {len(records)} | {' | '.join(cells)} | "
+                 f"{', '.join(str(r['best_dev_epoch']) for r in records)} | "
+                 f"{', '.join(str(r['epochs']) for r in records)} |")
+  return lines + ['', *[f'- {note}' for note in item.get('notes', [])], '']
 
 
 def other_table(results, name: str, title: str, task_list, variant_list) -> List[str]:

@@ -91,6 +91,17 @@ def fixture_results(tmp_path):
                {'budget': '100 epochs', 'ours': ['table3_explain', 'mix_onestep.paper_epochs'],
                 'seeds': [{'seed': 0, 'test_accuracy': 16.0, 'best_dev_epoch': 100}]}],
       'notes': ['Seed k is their run index k.']}))
+  by_length = root / 'authors_code' / 'dedupe' / 'onestep.json'
+  by_length.parent.mkdir(parents=True)
+  by_length.write_text(json.dumps({
+      'task': 'dedupe', 'label': 'onestep', 'model': 'BiGRU_OneStep',
+      'source': {'repo': 'owner/repo', 'commit': '0123456789abcdef', 'torch': '2.0',
+                 'device': 'CPU'},
+      'command': 'python train.py', 'changes': 'none.',
+      'runs': [{'budget': '100 epochs', 'seeds': [
+          {'seed': s, 'best_dev_epoch': 40 + s, 'epochs_run': 90 + s,
+           'test': {'test_iid': 100.0, 'test_15': a, 'test_30': a / 2, 'test_100': 0.0}}
+          for s, a in enumerate([90.0, 70.0, 10.0])]}]}))
   return root
 
 
@@ -162,6 +173,12 @@ def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results)
   assert ('| 100 epochs | 1 | 16.00 ± 0.00 | 16.0 (100) | 29.51 ± 9.46 | **no** | – | '
           'table3_explain / mix_onestep.paper_epochs | 25.00 ± 0.00 | – |') in text
   assert '- Seed k is their run index k.' in text
+  # A length task: the authors' code beside our run under each procedure.
+  assert ("| authors' code | 100 epochs | 3 | 70.0 [90.0, 70.0, 10.0] | 35.0 [45.0, 35.0, 5.0] | "
+          '0.0 [0.0, 0.0, 0.0] | 40, 41, 42 | 90, 91, 92 |') in text
+  assert '| ours: table6 | onestep | 1 | 50.0 [50.0] | 25.0 [25.0] | 0.0 [0.0] | 5 | 5 |' in text
+  assert ('| ours: table6_authors | onestep.authors | 1 | 100.0 [100.0] | 99.5 [99.5] | '
+          '80.0 [80.0] | 100 | 100 |') in text
   # The file is not a unit: the unit count is unchanged.
   assert '15 of 675 units have results; 660 missing.' in text
 

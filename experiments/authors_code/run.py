@@ -145,9 +145,11 @@ def parse_unit(d: pathlib.Path, task: str, variant: str, seed: int) -> Optional[
     return None
   text = final.read_text()
   taken = re.search(r'Epochs Taken: (\d+)', text)
+  ours = {export_data.split_key(s)[1]: s for s in export_data.tasks.splits(task)
+          if s.startswith('test_')}
   test = {}
-  for key, acc in re.findall(r'\((\w+)\) loss: [^\n]*?accuracy: ([0-9.eE+-]+);', text):
-    test[key] = float(acc)
+  for key, acc in re.findall(r'\((\w+)\) loss: .*?accuracy: ([0-9.eE+-]+);', text, re.S):
+    test[ours.get(key, key)] = float(acc)     # under this library's split names
   log = d / 'experiments' / 'logs' / (
       f'{export_data.DATASETS[task]}_{MODELS[variant]}_seq2seq') / f'{seed}_logs.txt'
   epochs = len(re.findall(r'\nEpoch \d+ Summary', log.read_text())) if log.exists() else None
