@@ -93,12 +93,39 @@ def location_sigma(raw: Array, lengths: Array,
   return (jax.nn.relu(raw) + min_sigma) / lengths.astype(jnp.float32)
 
 
+@dataclasses.dataclass(frozen=True)
+class LocationNormaliser:
+  """How Eq. 9 normalises the Gaussian weights:
+
+    lambda'_i = lambda_i / (sum_j lambda_j + n eps)
+
+  name: the config value (`config.location_normaliser`).
+  eps_per_position: n = S, the padded width of the weights (every position,
+    padding included, adds one eps), as the authors' code's `sum_normalize`
+    computes it (`sum(lambda + eps)`); otherwise n = 1.
+  """
+  name: str
+  eps_per_position: bool
+
+
+# n = 1: independent of how much padding the batch has (BUILD_NOTES §2 item 19).
+PADDING_FREE = LocationNormaliser('padding_free', eps_per_position=False)
+# n = S, the padded batch width: the authors' `sum_normalize`.
+AUTHORS_CODE_NORMALISER = LocationNormaliser('authors_code', eps_per_position=True)
+LOCATION_NORMALISERS: Dict[str, LocationNormaliser] = {
+    n.name: n for n in (PADDING_FREE, AUTHORS_CODE_NORMALISER)}
+
+
 def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
-                                mask: Array, eps: float = GAUSSIAN_EPS) -> Array:
+                                mask: Array, eps: float = GAUSSIAN_EPS,
+                                normaliser: LocationNormaliser = PADDING_FREE) -> Array:
   """Eq. 5-6 and 9: normalised Gaussian location weights lambda'.
 
     lambda_i  = exp(-(pos_i - mu)^2 / (2 sigma^2)) * mask_i
-    lambda'_i = lambda_i / (sum_j lambda_j + eps)
+    lambda'_i = lambda_i / (sum_j lambda_j + n eps)
+
+  with n = 1, or n = S (the padded width, positions.shape[-1]) under the
+  authors' code's normaliser (`LocationNormaliser`).
 
   mu, sigma: [...]; positions, mask: [..., S]. Returns [..., S]: 0 at masked
   positions, summing to 1 over the valid ones (unless every weight underflows,
@@ -106,19 +133,20 @@ def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
 
   Computed with a max-shift, which is the same function in exact arithmetic:
   with a_i = -z_i^2 / 2 and c = max_i a_i (no gradient through c),
-    lambda'_i = exp(a_i - c) / (sum_j exp(a_j - c) + eps exp(-c)).
+    lambda'_i = exp(a_i - c) / (sum_j exp(a_j - c) + n eps exp(-c)).
   The direct form's gradient divides by (sum + eps)^2, about 1e-40 once mu has
   left the input: a float32 denormal that XLA:CPU flushes to 0, so training
   got NaN gradients (seen with MonoAttn on Inv ReCopy). This form's
   gradients stay finite.
   """
   mask = mask.astype(bool)
+  n_eps = mask.shape[-1] if normaliser.eps_per_position else 1
   z = (positions - mu[..., None]) / sigma[..., None]
   log_lam = jnp.where(mask, -0.5 * z * z, -jnp.inf)
   shift = jax.lax.stop_gradient(jnp.max(log_lam, axis=-1, keepdims=True))
   shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
   lam = jnp.where(mask, jnp.exp(log_lam - shift), 0.0)
-  return lam / (jnp.sum(lam, axis=-1, keepdims=True) + eps * jnp.exp(-shift))
+  return lam / (jnp.sum(lam, axis=-1, keepdims=True) + (n_eps * eps) * jnp.exp(-shift))
 
 
 def attended_position(weights: Array, positions: Array) -> Array:
@@ -330,16 +358,61 @@ class Dims(NamedTuple):
   encoded: int
 
 
+Initializer = Callable[..., Array]     # fn(key, shape, dtype) -> array
+
+
 @dataclasses.dataclass(frozen=True)
 class ParamDef:
-  """One learned array of a variant: its name, shape (from `Dims`) and initialiser."""
+  """One learned array of a variant: its name, shape (from `Dims`) and initialiser.
+
+  init: the initialiser under `init_scheme='library'`.
+  authors_init: fn(dims) -> the initialiser of the same array in the authors'
+    code (`init_scheme='authors_code'`), drawn per element as their tensor is;
+    None: the same as `init`.
+  """
   name: str
   shape: Callable[[Dims], Tuple[int, ...]]
-  init: Callable[..., Array]
+  init: Initializer
+  authors_init: Optional[Callable[[Dims], Initializer]] = None
 
 
 glorot = jax.nn.initializers.glorot_uniform()
 zeros = jax.nn.initializers.zeros
+
+
+def uniform_init(bound: float) -> Initializer:
+  """U(-bound, bound) elementwise."""
+  def init(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+  return init
+
+
+def xavier_bound(fan_in: int, fan_out: int) -> float:
+  """torch.nn.init.xavier_uniform_'s bound sqrt(6 / (fan_in + fan_out))."""
+  return math.sqrt(6.0 / (fan_in + fan_out))
+
+
+def torch_linear_init(fan_in: int) -> Initializer:
+  """torch.nn.Linear's default init of weight and bias alike: U(+-1/sqrt(fan_in))
+  (kaiming_uniform_(a=sqrt(5)) for the weight; the same bound for the bias)."""
+  return uniform_init(1.0 / math.sqrt(fan_in))
+
+
+def _authors_xavier(fan_in: Callable[[Dims], int], fan_out: Callable[[Dims], int]):
+  """fn(dims) -> xavier_uniform_ with the authors' tensor's fans."""
+  return lambda dims: uniform_init(xavier_bound(fan_in(dims), fan_out(dims)))
+
+
+# config.init_scheme -> fn(param_def, dims) -> the initialiser of that array.
+INIT_SCHEMES: Dict[str, Callable[[ParamDef, Dims], Initializer]] = {
+    'library': lambda p, dims: p.init,
+    'authors_code': lambda p, dims: p.init if p.authors_init is None else p.authors_init(dims),
+}
+
+
+def initializer(p: ParamDef, scheme: str, dims: Dims) -> Initializer:
+  """The initialiser of array `p` under init scheme `scheme` (`INIT_SCHEMES`)."""
+  return INIT_SCHEMES[scheme](p, dims)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,10 +488,14 @@ _QK = lambda dims: (dims.qk, dims.qk)
 _VEC = lambda dims: (dims.qk,)
 
 CONTENT = ScoreBranch('content', _content_score, fold_query=True)
+# The authors' code (heads = 1 in all their configs) projects the sinusoids of
+# width qD (the decoder width) with forward_position_linear [qk, qD], xavier-uniform:
+# its fans are (model, qk) whatever the width of our sinusoids.
 RELATIVE = ScoreBranch(
     'relative', _relative_score,
-    params=(ParamDef('rel_kernel', _QK, glorot), ParamDef('content_bias', _VEC, zeros),
-            ParamDef('position_bias', _VEC, zeros)),
+    params=(ParamDef('rel_kernel', _QK, glorot,
+                     _authors_xavier(lambda dims: dims.model, lambda dims: dims.qk)),
+            ParamDef('content_bias', _VEC, zeros), ParamDef('position_bias', _VEC, zeros)),
     step_flops=lambda dims, s: 2 * (2 * dims.model * dims.qk + 2 * s * dims.qk))
 ROPE = ScoreBranch('rope', _rope_score, prepare_keys=_rotate_keys)
 
@@ -463,17 +540,30 @@ def _rule_step(rule: LocationRule, rho_1: Array, rule_params: Mapping[str, Array
   return rule.step(rho_1, **rule_params)
 
 
-# The location read-outs of Eq. 9-10: l_t = W_l h + b_l, sigma from w_sigma . l_t + b_sigma
-# (this library's bias; see BUILD_NOTES), rho = W_rho l_t.
-_LOCATION_PARAMS = (
-    ParamDef('loc_kernel', lambda dims: (dims.model, dims.model), glorot),
-    ParamDef('loc_bias', lambda dims: (dims.model,), zeros),
-    ParamDef('sigma_kernel', lambda dims: (dims.model, 1), glorot),
-    ParamDef('sigma_bias', lambda dims: (), zeros),
-)
+# The location read-outs of Eq. 9-10: l_t = W_l h + b_l, sigma from w_sigma . l_t
+# (+ b_sigma, this library's bias, `Variant.sigma_bias`; see BUILD_NOTES), rho = W_rho l_t.
+# authors_init: the authors' code (Multiheaded_{Monotonic,GRUMix,Ablation}_Attention,
+# heads = 1, d = qk) has W_l = position_state_linear [qk, qD], xavier weight and torch's
+# default U(+-1/sqrt(qD)) bias; w_sigma = Wsigma [1, qk, 1] and W_rho = Wrho [1, qk, K],
+# xavier over those 3-d shapes (torch fans: fan_in = qk * K, fan_out = 1 * K);
+# no sigma bias; f_mix = mix_scorer [1, qD], xavier weight, U(+-1/sqrt(qD)) bias.
+_LOC_KERNEL = ParamDef('loc_kernel', lambda dims: (dims.model, dims.model), glorot,
+                       _authors_xavier(lambda dims: dims.model, lambda dims: dims.qk))
+_LOC_BIAS = ParamDef('loc_bias', lambda dims: (dims.model,), zeros,
+                     lambda dims: torch_linear_init(dims.model))
+_SIGMA_KERNEL = ParamDef('sigma_kernel', lambda dims: (dims.model, 1), glorot,
+                         _authors_xavier(lambda dims: dims.qk, lambda dims: 1))
+_SIGMA_BIAS = ParamDef('sigma_bias', lambda dims: (), zeros)
+
+
+def _rho_kernel(num_rho: int) -> ParamDef:
+  return ParamDef('rho_kernel', lambda dims: (dims.model, num_rho), glorot,
+                  _authors_xavier(lambda dims: dims.qk * num_rho, lambda dims: num_rho))
+
+
 _MIX_PARAMS = (
     ParamDef('mix_kernel', lambda dims: (dims.model, 1), glorot),
-    ParamDef('mix_bias', lambda dims: (), zeros),
+    ParamDef('mix_bias', lambda dims: (), zeros, lambda dims: torch_linear_init(dims.model)),
 )
 
 
@@ -489,6 +579,9 @@ class Variant:
     the mixed a_t.
   reference_code_mixes: False where the authors' released code, as configured,
     builds this Mix variant without its softmax branch (see `variants.from_config`).
+  sigma_bias: the sigma read-out has a bias b_sigma (this library's default;
+    False: no such parameter, as the authors' code). Location variants only.
+  location_normaliser: Eq. 9's normaliser (`LocationNormaliser`).
   With both `scores` and `location` set, the two are mixed (Eq. 15-16).
   """
   name: str
@@ -498,6 +591,8 @@ class Variant:
   direction_mixing: bool = False
   position_reference: bool = False
   reference_code_mixes: bool = True
+  sigma_bias: bool = True
+  location_normaliser: LocationNormaliser = PADDING_FREE
 
   def __post_init__(self):
     if self.scores is None and self.location is None:
@@ -519,9 +614,10 @@ class Variant:
                ParamDef('query', lambda dims: (dims.model, dims.qk), glorot)]
       defs += self.scores.params
     if self.location is not None:
-      defs += _LOCATION_PARAMS
-      num_rho = self.location.num_rho
-      defs.append(ParamDef('rho_kernel', lambda dims: (dims.model, num_rho), glorot))
+      defs += [_LOC_KERNEL, _LOC_BIAS, _SIGMA_KERNEL]
+      if self.sigma_bias:
+        defs.append(_SIGMA_BIAS)
+      defs.append(_rho_kernel(self.location.num_rho))
       defs += self.location.params
     if self.mixes:
       defs += _MIX_PARAMS
@@ -564,7 +660,7 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
     * location read-outs: l_t = W_l h + b_l is only read through w_sigma . l_t
       and W_rho l_t, so [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) +
       (b_l [w_sigma | W_rho] + [b_sigma, 0]): one [D, 1 + K] product per step
-      instead of a [D, D] one;
+      instead of a [D, D] one (b_sigma only where `variant.sigma_bias`);
     * out_next [D, M]: a linear map the caller applies to o_t (the decoder
       GRU's input projection), folded into f_o.
   """
@@ -581,7 +677,9 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
   if variant.location is not None:
     heads = jnp.concatenate([raw['sigma_kernel'], raw['rho_kernel']], axis=1)   # [D, 1 + K]
     readout_kernel = raw['loc_kernel'] @ heads
-    readout_bias = (raw['loc_bias'] @ heads).at[0].add(raw['sigma_bias'])
+    readout_bias = raw['loc_bias'] @ heads
+    if variant.sigma_bias:
+      readout_bias = readout_bias.at[0].add(raw['sigma_bias'])
     rule = {p.name: raw[p.name] for p in variant.location.params}
   if variant.mixes:
     mix_kernel, mix_bias = raw['mix_kernel'][:, 0], raw['mix_bias']
@@ -690,7 +788,8 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
     sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)     # [B]
     mu, step = location_mu(variant.location, readout[:, 1:], carry.pa_prev,
                            stepsize(memory.lengths), carry.t == 0, params.rule, tap)
-    lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask)
+    lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask,
+                                      normaliser=variant.location_normaliser)
     aux.update(mu=mu, sigma=sigma, step=step)
     weights = pa_weights = lam
     if variant.mixes:

@@ -39,6 +39,34 @@ zeros = nn.initializers.zeros_init()
 embedding_init = nn.initializers.variance_scaling(2.0, 'fan_in', 'normal', in_axis=-2,
                                                   out_axis=-1)
 
+# config.init_scheme: 'library' (this library's initialisers) or 'authors_code'
+# (every array drawn as the authors' code draws its counterpart). The attention's
+# arrays carry both in their `attention.ParamDef`s; the model's own arrays whose
+# init differs are below, as {array: {scheme: fn(fan_in) -> initialiser}}. Every
+# other array is drawn alike under both (BUILD_NOTES §2): the embedding (their
+# kaiming_normal_(mode='fan_out'): N(0, 2/V)), START/END (zeros), the GRUs (torch's
+# U(+-1/sqrt(H))), out_kernel (their out_linear1 weight, xavier), the value path's
+# kernels (xavier) and the vocabulary bias (zeros).
+INIT_SCHEMES = attention.INIT_SCHEMES
+_MODEL_INITS = {
+    # out_linear1 = nn.Linear(D, E): its bias keeps torch's default U(+-1/sqrt(D)).
+    'out_bias': {'library': lambda fan_in: zeros,
+                 'authors_code': attention.torch_linear_init},
+    # dir_gater = nn.Linear(D, 1) with torch's defaults, weight and bias alike.
+    'direction_kernel': {'library': lambda fan_in: glorot,
+                         'authors_code': attention.torch_linear_init},
+    'direction_bias': {'library': lambda fan_in: zeros,
+                       'authors_code': attention.torch_linear_init},
+    # value_transform = nn.Linear(D_enc, value_dim): xavier weight (as ours), default bias.
+    'inter_value_bias': {'library': lambda fan_in: zeros,
+                         'authors_code': attention.torch_linear_init},
+}
+
+
+def model_init(name: str, scheme: str, fan_in: int):
+  """The initialiser of the model's array `name` (a key of `_MODEL_INITS`) under `scheme`."""
+  return _MODEL_INITS[name][scheme](fan_in)
+
 
 def _torch_gru_init(hidden: int):
   """PyTorch's GRU default: U(-1/sqrt(H), 1/sqrt(H)) for weights and biases."""
@@ -98,28 +126,34 @@ class CrossAttention(nn.Module):
   dim: int = 128
   value_dim: int = 128
   qk_dim: Optional[int] = None      # query/key width; None = dim
+  init_scheme: str = 'library'      # a key of INIT_SCHEMES
 
   @nn.compact
   def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array,
                out_next: Optional[Array] = None):
     """encoded: [B, S, D]; encoded_cls: [B, D]; lengths: [B]; out_next: [D, M], a
     linear map the caller applies to o_t (folded into f_o, see `attention.fold_params`)."""
-    variant = self.variant
+    variant, scheme = self.variant, self.init_scheme
     batch = encoded.shape[0]
     if variant.direction_mixing:                                           # Eq. 17-18
-      alpha = attention.direction_gate(
-          nn.Dense(1, kernel_init=glorot, name='direction')(encoded_cls)[:, 0])
+      fan_in = encoded_cls.shape[-1]
+      gate = nn.Dense(1, kernel_init=model_init('direction_kernel', scheme, fan_in),
+                      bias_init=model_init('direction_bias', scheme, fan_in), name='direction')
+      alpha = attention.direction_gate(gate(encoded_cls)[:, 0])
       encoded = attention.direction_mixing(encoded, lengths, alpha)
     else:
       alpha = jnp.ones((batch,), encoded.dtype)
 
-    inter = nn.leaky_relu(nn.Dense(self.value_dim, kernel_init=glorot,
-                                   name='inter_value')(encoded))
+    inter = nn.leaky_relu(nn.Dense(
+        self.value_dim, kernel_init=glorot,
+        bias_init=model_init('inter_value_bias', scheme, encoded.shape[-1]),
+        name='inter_value')(encoded))
     values = nn.Dense(self.dim, use_bias=False, kernel_init=glorot, name='value')(inter)
 
     dims = attention.Dims(model=self.dim, qk=self.qk_dim or self.dim,
                           encoded=encoded.shape[-1])
-    raw = {p.name: self.param(p.name, p.init, p.shape(dims)) for p in variant.param_defs()}
+    raw = {p.name: self.param(p.name, attention.initializer(p, scheme, dims), p.shape(dims))
+           for p in variant.param_defs()}
     params = attention.fold_params(variant, raw, out_next)
     memory = attention.make_memory(variant, params, encoded, values, lengths)
     return memory, params, alpha
@@ -230,6 +264,8 @@ class Seq2Seq(nn.Module):
   Defaults are the paper's small size (App. E: d_e 64, 128 units, 128 value
   units, dropout 0.5). Its CFQ size: num_layers=2, embed_dim=128,
   hidden_dim=256, value_dim=512, qk_dim=128, dropout_rate=0.4.
+  init_scheme: how parameters are drawn (a key of INIT_SCHEMES); the sigma bias
+  and Eq. 9's normaliser are options of `variant`.
   """
   vocab_size: int
   variant: attention.Variant
@@ -246,6 +282,7 @@ class Seq2Seq(nn.Module):
   eos_id: int = 2
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
   decoder_backward: str = 'autodiff'   # a key of DECODER_BACKWARDS (speed only)
+  init_scheme: str = 'library'         # a key of INIT_SCHEMES
 
   def setup(self):
     d, e = self.hidden_dim, self.embed_dim
@@ -254,11 +291,12 @@ class Seq2Seq(nn.Module):
     self.end = self.param('end', zeros, (e,))
     self.encoder = Encoder(d, self.num_layers)
     self.dropout = nn.Dropout(self.dropout_rate)
-    self.cross_attention = CrossAttention(self.variant, d, self.value_dim, self.qk_dim)
+    self.cross_attention = CrossAttention(self.variant, d, self.value_dim, self.qk_dim,
+                                          self.init_scheme)
     self.decoder_layers = [GRUParams(e + d if i == 0 else d, d, name=f'decoder_{i}')
                            for i in range(self.num_layers)]
     self.out_kernel = self.param('out_kernel', glorot, (d, e))
-    self.out_bias = self.param('out_bias', zeros, (e,))
+    self.out_bias = self.param('out_bias', model_init('out_bias', self.init_scheme, d), (e,))
     self.vocab_bias = self.param('vocab_bias', zeros, (self.vocab_size,))
 
   # ------------------------------------------------------------------ encoder
@@ -382,13 +420,24 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
   """The model a training config describes, for vocabulary `vocab`.
 
   variant: an attention variant to use instead of the registry's `config.variant`
-  (e.g. one defined outside the package).
+  (e.g. one defined outside the package); config.sigma_bias and
+  config.location_normaliser apply to it too (`variants.with_config_options`).
+
+  config.init_scheme: 'library' (default) or 'authors_code' (INIT_SCHEMES).
+  config.sigma_bias: True (default) or False (no sigma read-out bias).
+  config.location_normaliser: 'padding_free' (default) or 'authors_code'
+    (`attention.LOCATION_NORMALISERS`).
   """
   decoder_init = config.get('decoder_init', 'final_states')
   if decoder_init not in DECODER_INITS:
     raise errors.unknown_name('decoder_init', decoder_init, DECODER_INITS)
+  init_scheme = config.get('init_scheme', 'library')
+  if init_scheme not in INIT_SCHEMES:
+    raise errors.unknown_name('init_scheme', init_scheme, INIT_SCHEMES)
+  variant = (variants.from_config(config) if variant is None
+             else variants.with_config_options(variant, config))
   return Seq2Seq(
-      vocab_size=len(vocab), variant=variant or variants.from_config(config),
+      vocab_size=len(vocab), variant=variant, init_scheme=init_scheme,
       embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
       qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
       decoder_init=config.get('decoder_init', 'final_states'),

@@ -103,12 +103,35 @@ MIX_MODES: Mapping[str, Callable[[Variant], Variant]] = types.MappingProxyType({
 })
 
 
+def with_config_options(variant: Variant, config) -> Variant:
+  """`variant` with the config's options of the location read-out applied
+  (`variant` itself when they are the defaults):
+
+  config.sigma_bias: True (default; sigma = ReLU(w_sigma . l_t + b_sigma) ...) or
+    False (no b_sigma, as the authors' code).
+  config.location_normaliser: Eq. 9's normaliser, a key of
+    `attention.LOCATION_NORMALISERS`: 'padding_free' (default) or 'authors_code'.
+  """
+  sigma_bias = config.get('sigma_bias', True)
+  if not isinstance(sigma_bias, bool):
+    raise errors.MonolocError(f'bad value for config.sigma_bias: {sigma_bias!r}; '
+                              'it must be True or False')
+  name = config.get('location_normaliser', attention.PADDING_FREE.name)
+  if name not in attention.LOCATION_NORMALISERS:
+    raise errors.unknown_name('location_normaliser', name, attention.LOCATION_NORMALISERS)
+  normaliser = attention.LOCATION_NORMALISERS[name]
+  if (sigma_bias, normaliser) == (variant.sigma_bias, variant.location_normaliser):
+    return variant
+  return dataclasses.replace(variant, sigma_bias=sigma_bias, location_normaliser=normaliser)
+
+
 def from_config(config) -> Variant:
   """The variant a training config asks for: `config.variant`, with its options applied.
 
   config.mix_mode: 'paper' (default; Mix variants mix, Eq. 15-16) or
     'reference_code' (`reference_code_form`).
   config.mono_gate_init: the initial MonoAttn gate logit p (Eq. 19).
+  config.sigma_bias, config.location_normaliser: see `with_config_options`.
   """
   variant = get(config.variant)
   mode = config.get('mix_mode', 'paper')
@@ -118,4 +141,4 @@ def from_config(config) -> Variant:
   if config.mono_gate_init != attention.MONO_GATE_INIT:
     variant = with_param_init(variant, 'gate_logit',
                               jax.nn.initializers.constant(config.mono_gate_init))
-  return variant
+  return with_config_options(variant, config)

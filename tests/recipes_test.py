@@ -144,6 +144,10 @@ def test_bad_recipe_field_values_get_one_line_errors():
   with pytest.raises(errors.MonolocError, match="unknown task 'dedup' in config.source_eos"):
     configs.validate(c)
   c = authors_code.get_config()
+  c.init_scheme = 'torch'
+  with pytest.raises(errors.MonolocError, match='valid init_schemes: authors_code, library'):
+    configs.validate(c)
+  c = authors_code.get_config()
   c.plateau_threshold = -1.0
   with pytest.raises(errors.MonolocError, match='plateau_threshold'):
     configs.validate(c)

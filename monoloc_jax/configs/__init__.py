@@ -76,6 +76,8 @@ def validate(config, task=None, variant=None) -> None:
     raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
                               f'(got {config.num_layers})')
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  if config.get('init_scheme', 'library') not in models.INIT_SCHEMES:
+    raise errors.unknown_name('init_scheme', config.init_scheme, models.INIT_SCHEMES)
   if config.get('plateau_rule', 'library') not in train.PLATEAU_RULES:
     raise errors.unknown_name('plateau_rule', config.plateau_rule, train.PLATEAU_RULES)
   threshold = config.get('plateau_threshold', 1e-4)
