@@ -12,12 +12,21 @@ So a kill at any moment leaves at least the previous complete step. Before a
 restore every file is checked against the manifest: a flipped byte, a truncated
 or zero-filled file is a one-line `MonolocError`, never a silent restart or wrong
 numbers. Saving is synchronous: no background thread can fail after the fact.
+
+A save that fails (a full disk) is one line and nothing else: orbax's writes of a
+step all finish before the failure is raised (`_SettlingNumpyHandler`), and what
+orbax's worker threads log about it is held back, since the same failure is raised
+in the caller (`_quiet_orbax_workers`).
 """
 
+import contextlib
+import contextvars
 import hashlib
+import logging as std_logging
 import pathlib
 import shutil
-from typing import Any, Callable, Dict, List, Optional
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from absl import logging
 import jax
@@ -31,6 +40,89 @@ from monoloc_jax import sharding
 ITEMS = ('state', 'best_params', 'tracker')
 MANIFEST = 'monoloc_manifest.json'
 _FORMAT = 'monoloc_jax.checkpoint'
+_ORBAX_DIR = str(pathlib.Path(ocp.__file__).parent)
+# How long a failed save waits for orbax's worker threads to end (they end at once).
+_WORKER_JOIN_S = 30.0
+
+
+# ------------------------------------------------------ a failed save ---
+# orbax writes the arrays of a step with `asyncio.gather` in an event loop of a
+# worker thread, and closes that loop as soon as the first write fails (a full
+# disk). The other writes are then still in flight in tensorstore: each completes
+# into the closed loop, and tensorstore prints `RuntimeError: Event loop is closed`
+# (31 of them for a checkpoint on a 3 MiB disk), possibly after the caller has
+# reported the failure and removed the step. Each worker thread also logs the
+# failure with its traceback before the caller sees it raised.
+_FAILED_WRITES: contextvars.ContextVar[Optional[List[BaseException]]] = (
+    contextvars.ContextVar('monoloc_failed_writes', default=None))
+
+
+class _SettlingNumpyHandler(ocp.type_handlers.NumpyHandler):
+  """orbax's handler of numpy arrays (the format is unchanged), except that a failed
+  write is raised only once every other write of the same save has finished."""
+
+  async def _open_and_write(self, *args, **kwargs):
+    failed = _FAILED_WRITES.get()
+    try:
+      return await super()._open_and_write(*args, **kwargs)
+    except Exception as e:  # pylint: disable=broad-except
+      if failed is None:         # not inside _background_serialize
+        raise
+      failed.append(e)           # raised by _background_serialize, after the others
+      return None
+
+  async def _background_serialize(self, *args, **kwargs):
+    failed = []
+    # The writes are tasks created below this call: they see this list.
+    token = _FAILED_WRITES.set(failed)
+    try:
+      await super()._background_serialize(*args, **kwargs)
+    finally:
+      _FAILED_WRITES.reset(token)
+    if failed:
+      raise failed[0]
+
+
+def _install_settling_handler() -> None:
+  """Makes `_SettlingNumpyHandler` orbax's handler of numpy arrays (every leaf we
+  save is one), unless another handler than orbax's own was registered."""
+  current = ocp.type_handlers.get_type_handler(np.ndarray)
+  if type(current) is not ocp.type_handlers.NumpyHandler:  # pylint: disable=unidiomatic-typecheck
+    return
+  logger = std_logging.getLogger('absl')
+  # register_type_handler warns that it overrides np.ndarray: not for the user.
+  quiet = lambda record: not record.getMessage().startswith('Type handler registry')
+  logger.addFilter(quiet)
+  try:
+    ocp.type_handlers.register_type_handler(np.ndarray, _SettlingNumpyHandler(),
+                                            override=True)
+  finally:
+    logger.removeFilter(quiet)
+
+
+@contextlib.contextmanager
+def _quiet_orbax_workers() -> Iterator[None]:
+  """Holds back what orbax logs from its worker threads during a save, and on a
+  failure waits for those threads to end: a save is synchronous, so their failure is
+  raised again in this thread, which reports it once."""
+  caller = threading.get_ident()
+  before = set(threading.enumerate())
+
+  def keep(record: std_logging.LogRecord) -> bool:
+    return record.thread == caller or not record.pathname.startswith(_ORBAX_DIR)
+
+  logger = std_logging.getLogger('absl')
+  logger.addFilter(keep)
+  try:
+    yield
+  except BaseException:
+    for thread in set(threading.enumerate()) - before:
+      if thread.ident != caller and not isinstance(
+          thread, threading._DummyThread):  # pylint: disable=protected-access
+        thread.join(_WORKER_JOIN_S)
+    raise
+  finally:
+    logger.removeFilter(keep)
 
 
 def _host_copy(tree):
@@ -74,6 +166,8 @@ class Checkpointer:
   # ------------------------------------------------------------- helpers ---
   def _orbax(self) -> ocp.CheckpointManager:
     if self._manager is None:
+      if not self.read_only:
+        _install_settling_handler()
       # In read-only use this class never saves or deletes, and orbax is not told
       # `read_only`: its read-only mode logs two warnings on every use, which would
       # break the CLI's one-line messages (--mode=evaluate/predict).
@@ -156,23 +250,40 @@ class Checkpointer:
     try:
       if step_dir.exists():          # an incomplete leftover of an interrupted save
         shutil.rmtree(step_dir)
-      self._orbax().save(epoch, args=ocp.args.Composite(
-          **{k: ocp.args.StandardSave(_host_copy(tree[k])) for k in ITEMS}), force=True)
-      self._orbax().wait_until_finished()
+      with _quiet_orbax_workers():
+        try:
+          self._orbax().save(epoch, args=ocp.args.Composite(
+              **{k: ocp.args.StandardSave(_host_copy(tree[k])) for k in ITEMS}), force=True)
+          self._orbax().wait_until_finished()
+        except BaseException:
+          self._close_orbax()
+          raise
       hook('save')
       rundir.write_json(self._manifest_path(epoch), {
           'format': _FORMAT, 'epoch': epoch, 'files': _step_files(step_dir),
           'vocab_sha256': file_sha256(vocab_path), 'history': history})
     except Exception as e:  # pylint: disable=broad-except
       # orbax and tensorstore raise many types (OSError, ValueError('RESOURCE_EXHAUSTED...')).
-      shutil.rmtree(step_dir, ignore_errors=True)
+      for partial in [step_dir, *self.directory.glob(f'{epoch}.orbax-checkpoint-tmp*')]:
+        shutil.rmtree(partial, ignore_errors=True)
       reason = (rundir.os_error_message(e) if isinstance(e, OSError)
                 else (str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+      if 'No space left on device' in str(e) and 'No space left on device' not in reason:
+        reason = f'No space left on device: {reason}'   # tensorstore says it at the end
       kept = [s for s in self.steps() if s != epoch and self.is_complete(s)]
       last = (f'the last good checkpoint (epoch {kept[-1]}) is intact' if kept
               else 'no earlier checkpoint exists')
       raise errors.MonolocError(f'could not save the checkpoint of epoch {epoch} in '
                                 f'{self.directory} ({reason}); {last}') from None
+
+  def _close_orbax(self) -> None:
+    """Closes orbax's manager after a failed save; the next use opens a new one."""
+    manager, self._manager = self._manager, None
+    if manager is not None:
+      try:
+        manager.close()
+      except Exception:  # pylint: disable=broad-except  (the save's failure is reported)
+        pass
 
   def prune(self, keep: int) -> None:
     """Deletes every step but `keep` (called once `keep` is complete and recorded)."""

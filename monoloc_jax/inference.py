@@ -10,7 +10,6 @@ import pathlib
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -309,6 +308,9 @@ def decode_with_attention(workdir: str, inputs: Sequence[str],
 
   seed_index: which of the run's seeds (0 = config.seed); default: the seed with
   the best dev accuracy (`choose_seed`). Each `Decoded.seed` names the seed used.
+  An input holding a reserved token (`<eos>`, ...) or one not in the vocabulary is a
+  MonolocError (`Vocabulary.check_input`); a run whose sources ended in `<eos>`
+  (`config.source_eos_tasks`) has it appended, as `Decoded.source` shows.
   """
   config, vocab, model, params = restore_for_eval(workdir)
   choice = choose_seed(workdir, config, seed_index)
@@ -317,13 +319,16 @@ def decode_with_attention(workdir: str, inputs: Sequence[str],
                                                         method=model.greedy),
                    static_argnums=3)
   out = []
-  for text in inputs:
-    tokens = tuple(text.split())
-    if not tokens:
+  for text in inputs:                        # every input is checked before any decodes
+    if not text.split():
       raise errors.MonolocError('an input to decode is empty')
-    ids, n_unk = vocab.encode_with_unk_count(tokens)
-    if n_unk:
-      logging.warning('%d input tokens are not in the vocabulary and map to <unk>', n_unk)
+    vocab.check_input(text.split(), text=text,
+                      vocab_path=str(pathlib.Path(workdir) / rundir.VOCAB))
+  # A run trained on sources that end in a literal <eos> (`ip.source_eos`) gets one.
+  marker = (vocab.tokens[vocab.eos_id],) if ip.source_eos(config) else ()
+  for text in inputs:
+    tokens = tuple(text.split()) + marker
+    ids = vocab.encode(tokens)
     steps = max_steps or ip.bucket_length(5 * len(ids) + 10)
     res = greedy(one, np.asarray([ids], np.int32), np.asarray([len(ids)], np.int32), steps)
     decoded = vocab.decode(np.asarray(res.tokens)[0].tolist())

@@ -148,7 +148,7 @@ def _run(argv) -> None:
       output, positions = d.output, inference.attended_positions(d)
       print(f'input : {text}')
       print(f"output: {' '.join(output)}")
-      src = text.split()
+      src = list(d.source)        # the input's tokens (and an <eos> the run's data had)
       names = ['START'] + src + ['END']
       print('attends: ' + ' '.join(f'{tok}@{p}({names[p + 1] if -1 <= p <= len(src) else "?"})'
                                    for tok, p in zip(list(output) + ['<eos>'], positions)))

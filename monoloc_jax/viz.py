@@ -32,7 +32,10 @@ length N and `test_iid` (lengths 5-10, as train) at 7.5, in the shaded training
 band 5-10. A Lookup task's `test_longK` split (compositions of 4 + K tables)
 has 6 + K source tokens (input bits, 4 + K table names, '.'), so the paper's
 lengths 7 / 9 / 11 are `test_long1` / `test_long3` / `test_long5`; `test_iid`
-has 6 tokens and the training band is 3-6 tokens. SCAN and CFQ have a single
+has 6 tokens and the training band is 3-6 tokens. The best dev accuracy is drawn
+over the dev split's lengths (`dev_range`): 10-15 items for a digit task, just
+past the band; 3-7 tokens for Lookup (validation plus 500 rows of length 7), its
+diamond at 5 inside the band. SCAN and CFQ have a single
 `test` split and no length axis: `plot_accuracy_vs_length` raises
 `MonolocError` for them.
 """
@@ -67,6 +70,7 @@ ACCURACY_LABEL = 'sequence accuracy (%)'
 LENGTH_LABEL = 'input length'
 BAND_GID = 'training-band'
 SEEDS_GID = 'seeds'          # gid prefix of each run's per-seed dots
+DEV_GID = 'dev'              # gid prefix of each run's dev point ('dev:<label>')
 SEED_DOT_SPREAD = 1.035      # per-seed dots sit this factor apart along the length axis
 
 # Input lengths of the training data, per task family (see the module docstring).
@@ -405,6 +409,39 @@ def split_length(task, split: str) -> float:
   return float(spec.split_lengths[split])
 
 
+def dev_range(task) -> Optional[Tuple[float, float]]:
+  """The input lengths of the task's dev split, (shortest, longest); None where the
+  task does not say (SCAN, CFQ, a task defined outside the package's families).
+
+  Digit tasks: 10-15 items, longer than training (5-10). Lookup: the validation
+  rows (1-4 tables, 3-6 tokens, as training) and 500 rows of longer_seen_1 (7).
+  """
+  from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.tasks import lookup  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.tasks import synthetic  # pylint: disable=g-import-not-at-top
+  spec = tasks.get(task)
+  lengths = dict(spec.split_lengths)
+  if spec.splits == synthetic.SPLITS and lengths == dict(synthetic.SPLIT_LENGTHS):
+    dev = synthetic.SPLIT_SPECS['dev']
+    return float(dev.min_length), float(dev.max_length)
+  if spec.splits == lookup.SPLITS and lengths == dict(lookup.SPLIT_LENGTHS):
+    return (float(lookup.TRAIN_LENGTHS[0]),
+            float(lookup.source_length(lookup.DEFAULT_CONFIG.max_composition_train + 1)))
+  return None
+
+
+def dev_point(results: Mapping[str, Any]) -> Optional[Tuple[float, float, float, List[float]]]:
+  """(shortest, longest dev length, median best dev accuracy, per-seed values) of a
+  run's results (`results['dev']['best_accuracy_per_seed']`, in %); None without them."""
+  task = results.get('task') or results.get('config', {}).get('task')
+  per_seed = (results.get('dev') or {}).get('best_accuracy_per_seed')
+  span = dev_range(task)
+  if not per_seed or span is None:
+    return None
+  per_seed = [float(v) for v in per_seed]
+  return span[0], span[1], float(np.median(per_seed)), per_seed
+
+
 def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
   """[(label, results dict)] from a mapping, a sequence, one results dict or one workdir."""
   if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and 'test' in runs):
@@ -448,8 +485,11 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   'training-band'). x ticks sit at the band's ends and at every length
   drawn outside it. Each run's line is its median over seeds; with several
   seeds each seed's value is a hollow dot beside it (gid 'seeds:<label>'),
-  with one legend entry. The legend sits outside the axes. Runs of different
-  tasks are refused (their splits have different lengths).
+  with one legend entry. Where results.json has the best dev accuracies (and
+  metric is 'accuracy'), each run also has a diamond at its dev split's lengths
+  (`dev_range`: a bar spanning them; gid 'dev:<label>'), the point before the
+  test lengths. The legend sits outside the axes. Runs of different tasks are
+  refused (their splits have different lengths).
   """
   named = _named_runs(runs)
   task_of = lambda results: results.get('task') or results.get('config', {}).get('task')
@@ -470,11 +510,26 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   band.set_gid(BAND_GID)
   lengths = {lo, hi}
   with_seeds = False
+  dev_label = None
   for label, results in named:
     rows = accuracy_by_length(results, metric)
     x = [r[0] for r in rows]
     y = [r[2] for r in rows]
     line, = ax.plot(x, y, marker='o', ms=5, lw=1.6, label=label, clip_on=False, zorder=3)
+    dev = dev_point(results) if metric == 'accuracy' else None
+    if dev is not None:
+      dev_lo, dev_hi, dev_median, dev_seeds = dev
+      middle = (dev_lo + dev_hi) / 2
+      marker, = ax.plot([dev_lo, dev_hi], [dev_median] * 2, color=line.get_color(), lw=1.0,
+                        marker='|', ms=7, clip_on=False, zorder=3, label='_nolegend_')
+      marker.set_gid(f'{DEV_GID}:{label}')
+      ax.plot([middle], [dev_median], ls='none', marker='D', ms=6, mfc='white',
+              mec=line.get_color(), mew=1.4, clip_on=False, zorder=4, label='_nolegend_')
+      rows = [(middle, 'dev', dev_median, dev_seeds)] + rows
+      lengths.update((dev_lo, dev_hi))
+      metric_name = ('teacher-forced ' if results.get('dev_metric') == 'teacher_forced'
+                     else '')
+      dev_label = f'best {metric_name}dev accuracy (dev lengths {dev_lo:g}–{dev_hi:g})'
     seeds_x, seeds_y = [], []
     for length, _, _, per_seed in rows:
       if len(per_seed) > 1:          # side by side, a few % apart on the log axis
@@ -499,8 +554,11 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   ax.set_ylabel(ACCURACY_LABEL if metric == 'accuracy' else f'{metric} (%)')
   ax.grid(alpha=0.3)
   handles, labels = ax.get_legend_handles_labels()
+  from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
+  if dev_label:
+    handles.append(Line2D([], [], ls='none', marker='D', mfc='white', mec='0.3', mew=1.4, ms=6))
+    labels.append(dev_label)
   if with_seeds:
-    from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
     handles.append(Line2D([], [], ls='none', marker='o', mfc='none', mec='0.3', ms=5))
     labels.append('single seeds (lines: median)')
   ax.legend(handles, labels, loc='upper left', bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,

@@ -23,6 +23,8 @@ SPECIAL_TOKENS: Tuple[str, ...] = (PAD, SOS, EOS, UNK)
 
 _FORMAT = 'monoloc_jax.vocab'
 _FORMAT_VERSION = 1
+# Most task tokens an error message lists (CFQ's vocabulary has thousands).
+_MAX_LISTED = 60
 
 
 class EncodedExamples(NamedTuple):
@@ -113,6 +115,37 @@ class Vocabulary:
     return self._index.get(token, self.unk_id)
 
   # -------------------------------------------------------------- coding ---
+
+  def check_input(self, tokens: Sequence[str], *, text: str = '',
+                  vocab_path: str = '') -> None:
+    """MonolocError unless every token of a user's input is a task token.
+
+    A reserved token (`SPECIAL_TOKENS`) would be decoded as if it were input, and a
+    token not in the vocabulary as `<unk>`: both give a meaningless output.
+
+    Args:
+      tokens: the input's tokens.
+      text: the input as the user wrote it (quoted in the message).
+      vocab_path: where the vocabulary is stored (named when it is too long to list).
+    """
+    quoted = repr(text if text else ' '.join(tokens))
+    reserved = list(dict.fromkeys(t for t in tokens if t in SPECIAL_TOKENS))
+    if reserved:
+      raise MonolocError(
+          f'the input {quoted} holds the reserved token(s) {", ".join(reserved)}; an '
+          f'input may not hold any of {", ".join(SPECIAL_TOKENS)} (the model adds the '
+          'markers it needs)')
+    unknown = list(dict.fromkeys(t for t in tokens if t not in self._index))
+    if unknown:
+      task = self.tokens[len(SPECIAL_TOKENS):]
+      listed = ' '.join(task[:_MAX_LISTED])
+      if len(task) > _MAX_LISTED:
+        where = f' in {vocab_path}' if vocab_path else ''
+        listed += f' ... ({len(task) - _MAX_LISTED} more{where})'
+      raise MonolocError(
+          f'the input {quoted} holds token(s) not in the vocabulary: '
+          f'{", ".join(map(repr, unknown))}; an input is whitespace-separated tokens '
+          f'of: {listed}')
 
   def encode_with_unk_count(self, tokens: Sequence[str], *,
                             add_eos: bool = False) -> Tuple[List[int], int]:

@@ -18,6 +18,11 @@ NOTEBOOK = pathlib.Path(__file__).resolve().parent / 'monoloc_jax_colab.ipynb'
 PYPROJECT = NOTEBOOK.parent.parent / 'pyproject.toml'
 NOTEBOOK_PATH = 'notebooks/monoloc_jax_colab.ipynb'
 BRANCH = 'main'
+# Wall time of the whole notebook, top to bottom with nbclient, package already
+# installed: minutes on this repository's 2-core x86 CPU machine while it ran other
+# jobs (load about 7). The full setting: 466 s (249 s of CPU time); the smoke
+# setting: 134 s (66 s). GPU and TPU: not measured (BUILD_NOTES §4.6).
+CPU_MINUTES = {'full': 8, 'smoke': 2}
 
 
 def repo_url() -> str:
@@ -42,6 +47,23 @@ This notebook reproduces the core result of **"Monotonic Location Attention for
 Length Generalization"** (Ray Chowdhury & Caragea, ICML 2023) with
 [`monoloc_jax`]({repo}#readme).
 
+**What it needs.** Any runtime type (*Runtime → Change runtime type*): CPU,
+GPU or TPU. Nothing to download: Reverse Copy is generated in code, and the
+first code cell pip-installs `monoloc_jax` from GitHub.
+
+**How long it takes**, the whole notebook top to bottom:
+
+| runtime | full setting (2 models × 3 seeds, 3 epochs) | smoke setting (`MONOLOC_NOTEBOOK_SMOKE=1`) |
+|---|---|---|
+| CPU, 2 cores | about {cpu_full} min (measured) | about {cpu_smoke} min (measured) |
+| GPU | not measured | not measured |
+| TPU | not measured | not measured |
+
+The CPU times were measured with the package already installed (the pip install
+is extra), on a 2-core x86 machine that was running other jobs at the same time
+(load about 7). In the full setting each model's first epoch takes about 1.5 min
+(it compiles) and the others 30–45 s.
+
 A GRU seq2seq model learns **Reverse Copy** (output = the input reversed) from
 inputs of 5–10 digits, and is then tested on inputs of 15, 30 and **100** digits.
 Two cross-attentions are compared:
@@ -60,8 +82,8 @@ What you will see:
 2. one location-attention distribution, computed by the library's jittable kernels;
 3. both models trained on Reverse Copy, **three seeds each in one vmapped
    program**: a single seed can settle in a basin that fits the training
-   lengths and does not extrapolate (seed 0 of OneStepAttn does, in this
-   setting), which is why the paper reports medians over seeds;
+   lengths and does not extrapolate, which is why the paper reports medians
+   over seeds;
 4. the accuracy-versus-length table and curve (training lengths shaded; the
    line is the median over seeds, the dots single seeds);
 5. the attention heatmaps of a length-100 example, decoded by each model's
@@ -69,13 +91,10 @@ What you will see:
    one step at a time; below each heatmap are the per-step values μ, σ and step
    where the variant has them.
 
-The notebook runs on whatever runtime you pick (*Runtime → Change runtime type*;
-a GPU or TPU makes the full setting take minutes instead of tens of minutes on a
-CPU). Runs are saved to Google Drive when you allow it (step 4), so a
-disconnect loses nothing: rerunning the notebook reloads finished runs. Set
-`MONOLOC_NOTEBOOK_SMOKE=1` (as the test suite does) for a tiny CPU setting that
-runs in about a minute; the models are then undertrained and the figures only
-show that everything runs.
+Runs are saved to Google Drive when you allow it (step 4), so a disconnect
+loses nothing: rerunning the notebook reloads finished runs. The smoke setting
+(the test suite's) is a tiny one: the models are then undertrained and the
+figures only show that everything runs.
 """
 
 INSTALL = """\
@@ -148,8 +167,8 @@ for platform in ('tpu', 'gpu', 'cpu'):
 print({
     'tpu': 'TPU detected: training runs on the TPU.',
     'gpu': 'GPU detected: training runs on the GPU.',
-    'cpu': 'No accelerator detected: everything runs on the CPU (fine for the smoke '
-           'setting; for the full one pick a GPU or TPU runtime).',
+    'cpu': 'No accelerator detected: everything runs on the CPU (the full setting takes '
+           'about {cpu_full} min on 2 cores).',
 }.get(backend, f'Running on {backend}.'))
 """
 
@@ -201,9 +220,10 @@ TRAIN_MD = """\
 
 A small protocol: the paper's data (10,000 training inputs of 5–10 digits),
 **3 seeds (0, 1, 2) trained together in one vmapped program**, 3 epochs (the
-paper trains up to 100), and 500 test inputs per length. That takes seconds per
-epoch on a GPU or TPU. The smoke setting (`MONOLOC_NOTEBOOK_SMOKE=1`) trains on
-300 inputs for one epoch and tests 30 inputs of lengths 15 and 100.
+paper trains up to 100), and 500 test inputs per length. On a 2-core CPU an
+epoch takes 30–45 s, the first about 1.5 min (compilation); on a GPU or TPU it
+was not measured. The smoke setting (`MONOLOC_NOTEBOOK_SMOKE=1`) trains on 300
+inputs for one epoch and tests 30 inputs of lengths 15 and 100.
 
 **Where the runs go.** On Colab, with `USE_DRIVE = True`, the notebook asks to
 mount your Google Drive and writes to `MyDrive/monoloc_jax_runs/`; a finished
@@ -352,9 +372,13 @@ OUTRO = """\
 def build() -> nbformat.NotebookNode:
   """The notebook; cell ids are fixed so that regenerating it gives the same file."""
   url = repo_url()
+  minutes = {'{cpu_full}': str(CPU_MINUTES['full']), '{cpu_smoke}': str(CPU_MINUTES['smoke'])}
   intro = INTRO.replace('{colab}', colab_url(url)).replace('{repo}', url)
   install = INSTALL.replace('{repo}', url).replace('{{REPO_URL}}', '{REPO_URL}')
-  cells = [('md', intro), ('code', install), ('md', DEVICES_MD), ('code', DEVICES), ('code', MESH),
+  devices = DEVICES
+  for key, value in minutes.items():
+    intro, devices = intro.replace(key, value), devices.replace(key, value)
+  cells = [('md', intro), ('code', install), ('md', DEVICES_MD), ('code', devices), ('code', MESH),
            ('md', KERNEL_MD), ('code', KERNEL), ('md', TRAIN_MD), ('code', TRAIN),
            ('md', RESULTS_MD), ('code', RESULTS), ('md', HEATMAP_MD), ('code', HEATMAP),
            ('md', OUTRO)]

@@ -67,6 +67,28 @@ def test_notebook_is_launchable_from_the_published_repository():
   assert 'SEEDS = 3' in training and 'drive.mount(' in training
 
 
+def test_first_cell_states_what_it_needs_and_the_measured_time():
+  """The runtime type, and minutes measured on a CPU (make_notebook.CPU_MINUTES);
+  GPU and TPU are marked 'not measured' (no timing there is claimed anywhere)."""
+  spec = importlib.util.spec_from_file_location('make_notebook', GENERATOR)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  intro = nb.cells[0].source
+  needs = intro.index('**What it needs.** Any runtime type (*Runtime → Change runtime type*)')
+  assert needs < intro.index('What you will see')                  # before the tour
+  full, smoke = module.CPU_MINUTES['full'], module.CPU_MINUTES['smoke']
+  assert (f'| CPU, 2 cores | about {full} min (measured) | about {smoke} min (measured) |'
+          in intro.splitlines())
+  assert '| GPU | not measured | not measured |' in intro.splitlines()
+  assert '| TPU | not measured | not measured |' in intro.splitlines()
+  everything = '\n'.join(c.source for c in nb.cells)
+  for unmeasured in ('instead of tens of minutes', 'seconds per epoch on a GPU',
+                     'runs in about a minute'):
+    assert unmeasured not in everything
+  assert f"'about {full} min on 2 cores).'" in nb.cells[3].source        # the CPU line
+
+
 def _write_kernelspec(jupyter_dir: pathlib.Path) -> None:
   kernel_dir = jupyter_dir / 'kernels' / KERNEL_NAME
   kernel_dir.mkdir(parents=True)

@@ -6,6 +6,8 @@ The generated data is compared with the reference files in
 
 import collections
 import pathlib
+import subprocess
+import sys
 import time
 from typing import Dict, List, Tuple
 
@@ -314,7 +316,7 @@ def test_missing_empty_and_wrong_directories(tmp_path):
   with pytest.raises(MonolocError, match=r'longer_seen_1\.tsv.* not found'):
     lookup.load_split('dev', reverse=False, seed=0, data_dir=str(tmp_path))
   (tmp_path / 'validation.tsv').write_text('\n\n')
-  _write(tmp_path / 'longer_seen_1.tsv', _GOOD_LINES)
+  _write(tmp_path / 'longer_seen_1.tsv', _GOOD_LINES * 251)    # 500 go to dev
   with pytest.raises(MonolocError, match=r'validation\.tsv: file is empty'):
     lookup.load_split('dev', reverse=False, seed=0, data_dir=str(tmp_path))
   _write(tmp_path / 'generation_arguments.txt', ['seed=123', 'reverse=True'])
@@ -327,3 +329,63 @@ def test_unknown_split_and_bad_seed():
     lookup.load_split('test', reverse=False, seed=0, data_dir=None)
   with pytest.raises(MonolocError, match='seed'):
     lookup.load_split('train', reverse=False, seed=-1, data_dir=None)
+
+
+# ---------------------------------------------------------------------------
+# Files too short for the paper's splits.
+# ---------------------------------------------------------------------------
+def _write_reference_layout(directory: pathlib.Path,
+                            files: Dict[str, List[Example]],
+                            short: str = '', rows: int = 0) -> pathlib.Path:
+  """Writes `files` as reference TSVs; `short`.tsv keeps only its first `rows`."""
+  for name in lookup.FILE_NAMES:
+    examples = files[name][:rows] if name == short else files[name]
+    _write(directory / f'{name}.tsv',
+           [f"{' '.join(ex.source)}\t{' '.join(ex.target)}\t"
+            f"{' '.join(map(str, ex.gold_attention))}" for ex in examples])
+  return directory
+
+
+@pytest.mark.parametrize('name', lookup.FILE_NAMES)
+def test_a_file_too_short_for_its_splits_is_one_line_naming_it(tmp_path, generated,
+                                                               name):
+  fewest = 501 if name == 'longer_seen_1' else 1
+  data_dir = _write_reference_layout(tmp_path, generated[False], name, fewest - 1)
+  with pytest.raises(MonolocError) as info:
+    lookup.load_splits(lookup.SPLITS, reverse=False, seed=0, data_dir=str(data_dir))
+  message = str(info.value)
+  assert '\n' not in message
+  if name == 'longer_seen_1':
+    assert message == (
+        f'Lookup: {data_dir}/longer_seen_1.tsv has 500 rows, too few: 500 of its rows '
+        'go to the dev split and the others are test_long1, so it needs at least 501 '
+        '(the reference file has 5000)')
+  else:
+    assert message == f'{data_dir}/{name}.tsv: file is empty (no data lines)'
+  # One row more is enough: every split has an example.
+  _write_reference_layout(tmp_path, generated[False], name, fewest)
+  splits = lookup.load_splits(lookup.SPLITS, reverse=False, seed=0,
+                              data_dir=str(data_dir))
+  assert all(splits.values())
+  if name == 'longer_seen_1':
+    assert len(splits['test_long1']) == 1 and len(splits['dev']) == (
+        len(generated[False]['validation']) + 500)
+  assert lookup.min_rows(name) == fewest
+
+
+def test_monoloc_train_on_a_short_longer_seen_1_is_one_line(tmp_path, generated):
+  """The user's case: longer_seen_1.tsv of 500 rows left test_long1 empty, and the
+  run trained and then ended in `ValueError: max() arg is an empty sequence`."""
+  data_dir = _write_reference_layout(tmp_path / 'data', generated[False],
+                                     'longer_seen_1', 500)
+  proc = subprocess.run(
+      [sys.executable, '-m', 'monoloc_jax.main', '--task=lookup', '--model=onestep',
+       f'--data_dir={data_dir}', f'--workdir={tmp_path / "w"}',
+       '--config.train_size=64', '--config.eval_size=16', '--config.max_epochs=1',
+       '--config.progress=False'],
+      capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.splitlines() == [
+      f'error: Lookup: {data_dir}/longer_seen_1.tsv has 500 rows, too few: 500 of its '
+      'rows go to the dev split and the others are test_long1, so it needs at least '
+      '501 (the reference file has 5000)'], proc.stderr

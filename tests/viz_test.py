@@ -277,6 +277,60 @@ def test_accuracy_vs_length_reads_workdirs_and_lookup_lengths(tmp_path):
                                                                  model='relative')])
 
 
+def _dev_artists(ax, label):
+  """(the bar over the dev lengths, the diamond at their middle) of run `label`."""
+  bar, = [l for l in ax.get_lines() if l.get_gid() == f'{viz.DEV_GID}:{label}']
+  diamond, = [l for l in ax.get_lines() if l.get_marker() == 'D']
+  return bar, diamond
+
+
+def test_accuracy_vs_length_draws_the_best_dev_accuracy_at_the_dev_lengths(tmp_path):
+  """The point before the test lengths: a digit task's dev inputs have 10-15 items
+  (training 5-10), Lookup's 3-7 tokens (validation 3-6, as training, and 500 rows
+  of 7), so Lookup's sits inside the training band."""
+  run = fake_results('reverse_copy', {'test_15': 60, 'test_30': 5, 'test_100': 0}, seeds=3)
+  run['dev'] = {'best_accuracy_per_seed': [97.0, 93.0, 95.5]}
+  fig = viz.plot_accuracy_vs_length({'Relative': run})
+  ax = axes_by_label(fig)['accuracy_vs_length']
+  bar, diamond = _dev_artists(ax, 'Relative')
+  np.testing.assert_allclose(bar.get_xdata(), [10, 15])
+  np.testing.assert_allclose(bar.get_ydata(), [95.5, 95.5])          # median of the seeds
+  np.testing.assert_allclose(diamond.get_xdata(), [12.5])
+  assert bar.get_color() == diamond.get_markeredgecolor() == ax.get_lines()[0].get_color()
+  np.testing.assert_allclose(ax.get_lines()[0].get_xdata(), [15, 30, 100])   # the test line
+  dots, = [c for c in ax.collections if (c.get_gid() or '').startswith(viz.SEEDS_GID)]
+  assert sorted(dots.get_offsets()[:3, 1]) == [93.0, 95.5, 97.0]     # the dev seeds first
+  assert list(ax.get_xticks()) == [5, 10, 15, 30, 100]
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+      'training lengths (5–10)', 'Relative', 'best dev accuracy (dev lengths 10–15)',
+      'single seeds (lines: median)']
+  assert_no_overlapping_tick_labels(fig)
+  assert_rendered_png(viz.save(fig, tmp_path / 'acc.png'))
+
+  lookup_run = fake_results('lookup', {'test_long1': 90, 'test_long3': 50})
+  lookup_run['dev'], lookup_run['dev_metric'] = {'best_accuracy_per_seed': [88.0]}, 'teacher_forced'
+  ax = axes_by_label(viz.plot_accuracy_vs_length([lookup_run]))['accuracy_vs_length']
+  bar, diamond = _dev_artists(ax, 'OneStepAttn')
+  np.testing.assert_allclose(bar.get_xdata(), [3, 7])
+  band, = [c for c in ax.collections if c.get_gid() == viz.BAND_GID]
+  xs = band.get_paths()[0].vertices[:, 0]
+  assert xs.min() < diamond.get_xdata()[0] == 5 < xs.max()          # inside the band
+  assert 'best teacher-forced dev accuracy (dev lengths 3–7)' in [
+      t.get_text() for t in ax.get_legend().get_texts()]
+  # Another metric than accuracy, or no dev record: no dev point.
+  ax = axes_by_label(viz.plot_accuracy_vs_length([run], metric='accuracy'))['accuracy_vs_length']
+  assert any(l.get_gid() for l in ax.get_lines())
+  for results, metric in ((run, 'seq_acc_be'), (fake_results('copy', {'test_15': 1.0}),
+                                                'accuracy')):
+    for split in results['test'].values():
+      split['seq_acc_be'] = split['accuracy']
+    ax = axes_by_label(viz.plot_accuracy_vs_length([results], metric=metric))[
+        'accuracy_vs_length']
+    assert not [l for l in ax.get_lines() if l.get_gid()], metric
+  assert viz.dev_range('copy') == (10, 15) and viz.dev_range('reverse_lookup') == (3, 7)
+  assert viz.dev_range('scan_length') is None
+
+
 def test_training_curves(tmp_path):
   rows = [{'epoch': e, 'loss': [1.0 / e, 1.5 / e], 'dev_accuracy': [20.0 * e, 10.0 * e]}
           for e in (1, 2, 3)]

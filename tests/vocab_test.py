@@ -142,3 +142,27 @@ def test_posretrieve_vocab():
                                            list('9876543210'))
   assert built.tokens[4:] == tuple('0123456789') + (':', ';', 'n/a')
   assert len(built) == 17
+
+
+def test_check_input_refuses_reserved_and_unknown_tokens(vocab):
+  vocab.check_input(('a', 'jump', 'c'))                    # task tokens: fine
+  with pytest.raises(MonolocError) as info:
+    vocab.check_input(('a', '<unk>', '<eos>', '<unk>'), text='a <unk> <eos> <unk>')
+  assert str(info.value) == (
+      "the input 'a <unk> <eos> <unk>' holds the reserved token(s) <unk>, <eos>; an "
+      'input may not hold any of <pad>, <sos>, <eos>, <unk> (the model adds the markers '
+      'it needs)')
+  with pytest.raises(MonolocError) as info:
+    vocab.check_input(('a', 'zz', 'a,c', 'zz'))
+  assert str(info.value) == (
+      "the input 'a zz a,c zz' holds token(s) not in the vocabulary: 'zz', 'a,c'; an "
+      'input is whitespace-separated tokens of: : ; JUMP a b c jump n/a')
+
+
+def test_check_input_lists_at_most_60_tokens_of_a_large_vocabulary():
+  big = vocab_lib.Vocabulary.from_tokens(f'w{i:03d}' for i in range(100))
+  with pytest.raises(MonolocError) as info:
+    big.check_input(('w999',), vocab_path='/run/vocab.json')
+  message = str(info.value)
+  assert message.endswith('of: ' + ' '.join(f'w{i:03d}' for i in range(60))
+                          + ' ... (40 more in /run/vocab.json)')

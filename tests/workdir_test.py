@@ -295,6 +295,116 @@ def test_a_failed_checkpoint_save_keeps_the_last_good_one(run_copy, monkeypatch)
   assert [r['epoch'] for r in rundir.read_history(run_copy)] == [1]
 
 
+def test_a_failed_write_is_raised_after_the_others_and_nothing_else_is_printed(
+    tmp_path, monkeypatch, caplog):
+  """What makes the full disk below one line, without a small file system: one
+  array's write fails at once while the others are still in flight. orbax used to
+  close its event loop then (the others completed into a closed loop: `Event loop is
+  closed`, printed by tensorstore) and log the failure from its worker threads."""
+  import asyncio  # pylint: disable=g-import-not-at-top
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  real_write = ocp.type_handlers.NumpyHandler._open_and_write  # pylint: disable=protected-access
+  finished_writes = []
+
+  async def write(self, value, *args, **kwargs):
+    if value.shape == (7,):
+      raise ValueError('RESOURCE_EXHAUSTED: No space left on device (injected)')
+    await asyncio.sleep(0.3)                        # still in flight when the other fails
+    await real_write(self, value, *args, **kwargs)
+    finished_writes.append(value.shape)
+
+  unraisable = []
+  monkeypatch.setattr(ocp.type_handlers.NumpyHandler, '_open_and_write', write)
+  monkeypatch.setattr(sys, 'unraisablehook', unraisable.append)
+  vocab_path = tmp_path / 'vocab.json'
+  Vocabulary.from_tokens('ab').save(vocab_path)
+  tree = {'state': {'bad': jax.numpy.zeros(7), **{f'w{i}': jax.numpy.ones((i + 1, 3))
+                                                  for i in range(5)}},
+          'best_params': {'w': jax.numpy.ones(4)}, 'tracker': {'epoch': jax.numpy.int32(1)}}
+  ckpt = checkpointing.Checkpointer(tmp_path / 'checkpoints')
+  with caplog.at_level('WARNING'):
+    _one_line_error(lambda: ckpt.save(1, tree, [], vocab_path),
+                    r'could not save the checkpoint of epoch 1 in .* \(RESOURCE_EXHAUSTED: No '
+                    r'space left on device \(injected\)\); no earlier checkpoint exists')
+    assert {(i + 1, 3) for i in range(5)} <= set(finished_writes)   # every other one
+    import gc  # pylint: disable=g-import-not-at-top
+    gc.collect()
+  assert unraisable == [] and caplog.records == []
+  assert list((tmp_path / 'checkpoints').iterdir()) == []
+  ckpt.save(2, tree | {'state': {'ok': jax.numpy.ones(3)}}, [], vocab_path)   # works again
+  assert ckpt.steps() == [2]
+
+
+def _disk_kib(path) -> int:
+  """What the files under `path` take on a file system of 4 KiB blocks, in KiB."""
+  return sum(-(-p.stat().st_size // 4096) * 4 + 4
+             for p in pathlib.Path(path).rglob('*'))
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+  """mount(size_kib) -> the root of a new file system of that size: a tmpfs, or a
+  loop-mounted ext4 image where tmpfs cannot be mounted; unmounted at teardown.
+  Skips, saying why, where neither can be mounted (not root, no mount rights)."""
+  mounted = []
+
+  def mount(size_kib: int) -> pathlib.Path:
+    root = tmp_path / f'fs{len(mounted)}'
+    root.mkdir()
+    tmpfs = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size_kib}k', 'tmpfs',
+                            str(root)], capture_output=True, text=True)
+    if tmpfs.returncode != 0:
+      image = tmp_path / f'fs{len(mounted)}.img'
+      loop = subprocess.run(
+          f'truncate -s {size_kib}k {image} && mkfs.ext4 -q -F -O ^has_journal -m 0 {image} '
+          f'&& mount -o loop {image} {root}', shell=True, capture_output=True, text=True)
+      if loop.returncode != 0:
+        pytest.skip(f'cannot mount a small file system: tmpfs: {tmpfs.stderr.strip()}; '
+                    f'loop-mounted ext4: {loop.stderr.strip()}')
+    mounted.append(root)
+    return root
+
+  yield mount
+  for root in mounted:
+    subprocess.run(['umount', str(root)], check=True)
+
+
+@pytest.mark.parametrize('when', ['first_save', 'later_save'])
+def test_a_real_full_disk_is_one_line_and_keeps_the_last_checkpoint(
+    small_filesystem, cli_env, finished, tmp_path, when):
+  """A real `monoloc-train` whose checkpoint does not fit on the disk: epoch 1's on a
+  3 MiB file system, or epoch 2's where epoch 1's fits (copied in). stderr is the one
+  line (orbax used to add 30 tracebacks), and epoch 1 still verifies and restores."""
+  checkpoint_kib = _disk_kib(finished / 'checkpoints')
+  if when == 'first_save':
+    fs = small_filesystem(3 * 1024)
+    workdir, epoch = fs / 'w', 1
+  else:
+    fs = small_filesystem(_disk_kib(finished) + checkpoint_kib // 2)
+    workdir, epoch = fs / 'w', 2
+    shutil.copytree(finished, workdir)
+  stat = os.statvfs(fs)
+  assert 64 < stat.f_bavail * stat.f_frsize // 1024 < checkpoint_kib   # the premise
+  rc, _, err = _run(workdir, cli_env, *TINY_FLAGS)
+  last = ('no earlier checkpoint exists' if epoch == 1
+          else 'the last good checkpoint (epoch 1) is intact')
+  assert rc == 2, err
+  assert len(err.splitlines()) == 1, err
+  assert err.startswith(f'error: could not save the checkpoint of epoch {epoch} in '
+                        f'{workdir}/checkpoints (No space left on device'), err
+  assert err.rstrip().endswith(f'); {last}'), err
+  kept = sorted(p.name for p in (workdir / 'checkpoints').iterdir())
+  assert kept == ([] if epoch == 1 else ['1'])   # no partial step, no orbax temporary
+  if epoch == 2:
+    assert [r['epoch'] for r in rundir.read_history(workdir)] == [1]
+    restored = tmp_path / 'restored'                # evaluate writes results.json
+    shutil.copytree(workdir, restored)
+    evaluated = inference.evaluate(str(restored))   # verifies the manifest, restores
+    reference = json.loads((finished / 'results.json').read_text())
+    assert (evaluated['test']['test_15']['per_seed']
+            == reference['test']['test_15']['per_seed'])
+
+
 @pytest.mark.parametrize('where', ['workdir_is_a_file', 'parent_is_a_file', 'read_only'])
 def test_an_unusable_workdir_is_one_line(tmp_path, where):
   mounted = False

@@ -428,7 +428,8 @@ def read_file(data_dir: os.PathLike, name: str, *, reverse: bool,
     when present, else from the rule (see the module docstring).
 
   Raises:
-    MonolocError: missing/empty directory or file, or a malformed line.
+    MonolocError: missing/empty directory or file, a malformed line, or fewer
+      rows than `min_rows` (longer_seen_1 must outnumber the rows dev takes).
   """
   directory = readers.require_dir(
       data_dir, task=f'{_TASK} ({"reverse" if reverse else "forward"})',
@@ -437,8 +438,22 @@ def read_file(data_dir: os.PathLike, name: str, *, reverse: bool,
   path = readers.require_file(
       directory / f'{name}.tsv', task=_TASK,
       hint=f'a Long Lookup Tables directory holds {", ".join(_EXPECTED_FILES)}')
-  return [_parse_line(path, number, line, reverse=reverse, eos=config.eos)
-          for number, line in readers.iter_lines(path)]
+  examples = [_parse_line(path, number, line, reverse=reverse, eos=config.eos)
+               for number, line in readers.iter_lines(path)]
+  if len(examples) < min_rows(name, config):     # longer_seen_1 (the others: 1 row)
+    raise MonolocError(
+        f'{_TASK}: {os.fspath(path)} has {len(examples)} rows, too few: '
+        f'{config.n_dev_long} of its rows go to the dev split and the others are '
+        f'test_long1, so it needs at least {config.n_dev_long + 1} (the reference '
+        f'file has {config.bound_test})')
+  return examples
+
+
+def min_rows(name: str, config: LookupConfig = DEFAULT_CONFIG) -> int:
+  """Fewest rows of reference file `name` for every paper split built from it to
+  have an example: 1 (`readers.iter_lines` refuses an empty file), but
+  longer_seen_1 gives `n_dev_long` rows to dev and the others to test_long1."""
+  return config.n_dev_long + 1 if name == 'longer_seen_1' else 1
 
 
 def read_files(data_dir: os.PathLike, *, reverse: bool,
