@@ -9,6 +9,7 @@ import pathlib
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from monoloc_jax import errors
+from monoloc_jax.configs import cfq
 from monoloc_jax import recipes
 
 TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
@@ -64,9 +65,8 @@ TABLE3_EXPLAIN_RUNS: Tuple[Tuple[str, str], ...] = (
     ('scan_length', 'mix_onestep.paper_epochs'),
     ('scan_length', 'mix_onestep.reference_code.tf_dev.random_batches.paper_epochs'),
 )
-# Settings of the CFQ size (monoloc_jax/configs/cfq.py) applied to CFQ units.
-CFQ_SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
-                batch_size=128, qk_dim=128, decoder_init='backward_states')
+# Settings of the CFQ size applied to CFQ units: the one place is monoloc_jax/configs/cfq.py.
+CFQ_SIZE = cfq.SIZE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,10 +5,9 @@ Everything here works on parameters with a leading seed axis [N, ...] (the
 trainer's layout) and needs no optimizer.
 """
 
-import json
 import pathlib
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -138,13 +137,13 @@ def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config,
 
 
 def format_table(results: Dict[str, Any], config) -> str:
-  """The printed length-generalization table."""
+  """The printed length-generalization table (n: the samples each split was scored on)."""
   rows = [f"{variants.get(config.variant).display_name} on {config.task}, "
           f"{config.seeds} seed(s) (accuracy: median over seeds)",
-          f"{'split':<12}{'acc %':>8}{'mean±std':>16}{'SeqAccBE %':>12}{'edit':>8}"
+          f"{'split':<12}{'n':>6}{'acc %':>8}{'mean±std':>16}{'SeqAccBE %':>12}{'edit':>8}"
           + (f"{'att.loss':>10}" if any('attention_loss' in r for r in results.values()) else '')]
   for name, r in results.items():
-    line = (f"{name:<12}{r['accuracy']:>8.1f}{r['accuracy_mean']:>9.1f}±{r['accuracy_std']:<6.1f}"
+    line = (f"{name:<12}{str(r.get('n', '?')):>6}{r['accuracy']:>8.1f}{r['accuracy_mean']:>9.1f}±{r['accuracy_std']:<6.1f}"
             f"{r['seq_acc_be']:>12.1f}{r['edit_distance']:>8.2f}")
     if 'attention_loss' in r:
       line += f"{r['attention_loss']:>10.3f}"
@@ -162,7 +161,14 @@ def abstract_params(model: models.Seq2Seq, n_seeds: int):
 
 
 def restore_for_eval(workdir: str):
-  """Loads config, vocabulary, model and best parameters of a run (no optimizer is built)."""
+  """Loads config, vocabulary, model and best parameters of a run (no optimizer is built).
+
+  Returns (config, vocab, model, params). A run trains `config.seeds` seeds together,
+  so every leaf of `params` has a leading seed axis [N, ...]: index i holds the
+  best-dev parameters of model seed `config.seed + i` (`rundir.seeds_of(config)`).
+  `model.apply` takes one seed's tree: `jax.tree_util.tree_map(lambda x: x[i], params)`,
+  or use `restore_seed`, which picks the best-dev seed and does this.
+  """
   workdir = pathlib.Path(workdir)
   with rundir.os_errors(f'cannot read the workdir {workdir}'):
     config = rundir.load_config(workdir)
@@ -191,9 +197,11 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
 
   config_overrides: values of `EVALUATE_OVERRIDES` (test_splits, eval_size,
   eval_batch_size) to use instead of the stored ones; any other field is refused.
-  The splits scored replace their entries in results.json (each entry records
-  its sample count `n`), and results.json's 'last_evaluation' records the
-  overrides used.
+  Each entry records its sample count `n`. A split scored on at least as many
+  samples as results.json holds for it (or not yet there) replaces its entry under
+  "test"; one scored on fewer (a smaller eval_size) is written under "partial_test"
+  and the full result is kept (`replaces`). results.json's 'last_evaluation'
+  records the overrides, the splits scored, and which were 'replaced' / 'partial'.
   """
   overrides = dict(config_overrides or {})
   refused = sorted(set(overrides) - set(EVALUATE_OVERRIDES))
@@ -204,6 +212,23 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
   rundir.load_config(pathlib.Path(workdir))     # a clear error if this is no run directory
   with rundir.os_errors(f'cannot use the workdir {workdir}'), rundir.lock(pathlib.Path(workdir)):
     return _evaluate(workdir, overrides)
+
+
+def replaces(kept: Mapping[str, Any], new: Mapping[str, Any], eval_size: int) -> bool:
+  """Whether a new evaluation of a split replaces the one results.json holds: when it
+  rests on at least as many samples (`n`), or on the whole split (eval_size 0) where
+  the kept entry does not say its n. Otherwise it is partial and is written beside it."""
+  if kept.get('n') is None:
+    return eval_size == 0
+  return new.get('n', 0) >= kept['n']
+
+
+def evaluation_notes(results: Mapping[str, Any]) -> List[str]:
+  """One line per split of the last evaluation that was written under "partial_test"."""
+  last = results.get('last_evaluation', {})
+  return [f"{name}: scored on {results['partial_test'][name]['n']} samples; results.json "
+          f"keeps the {results['test'][name].get('n', '?')}-sample result under \"test\" "
+          'and writes this one under "partial_test"' for name in last.get('partial', [])]
 
 
 def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
@@ -220,9 +245,22 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
   results = existing or {
       'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
       'config': config.to_dict()}
-  results['test'] = {**results.get('test', {}), **test}
+  full, partial = dict(results.get('test', {})), dict(results.get('partial_test', {}))
+  replaced, written_partial = [], []
+  for name, entry in test.items():
+    if name in full and not replaces(full[name], entry, config.eval_size):
+      partial[name] = entry
+      written_partial.append(name)
+    else:
+      if name in full:
+        replaced.append(name)
+      full[name] = entry
+  results['test'] = full
+  if partial:
+    results['partial_test'] = partial
   results['eval_time_s'] = time.time() - t0
-  results['last_evaluation'] = {'overrides': overrides, 'splits': list(test)}
+  results['last_evaluation'] = {'overrides': overrides, 'splits': list(test),
+                                'replaced': replaced, 'partial': written_partial}
   results.setdefault('wall_time_s', results['eval_time_s'])
   results['versions'] = rundir.versions()
   rundir.save_results(pathlib.Path(workdir), results)
@@ -252,14 +290,17 @@ def best_dev_per_seed(workdir: str) -> Optional[List[float]]:
   best = rundir.load_results(workdir).get('dev', {}).get('best_accuracy_per_seed')
   if best:
     return [float(x) for x in best]
-  path = workdir / rundir.HISTORY
-  if not path.exists():
-    return None
-  rows = [json.loads(l) for l in path.read_text(encoding='utf-8').splitlines() if l.strip()]
+  # The one reader of metrics.jsonl: a damaged line (a half line an older version could
+  # leave, binary garbage) is skipped, as on resume.
+  rows = [r for r in rundir.read_history(workdir)
+          if isinstance(r.get('dev_accuracy'), list) and r['dev_accuracy']]
+  width = len(rows[-1]['dev_accuracy']) if rows else 0
+  rows = [r for r in rows if len(r['dev_accuracy']) == width]
   if not rows:
     return None
   dev = np.array([r['dev_accuracy'] for r in rows], np.float64)            # [epochs, N]
-  stopped = np.array([r.get('stopped', [False] * dev.shape[1]) for r in rows], bool)
+  stopped = np.array([r.get('stopped') if isinstance(r.get('stopped'), list)
+                      and len(r['stopped']) == width else [False] * width for r in rows], bool)
   active = np.cumsum(stopped, axis=0) - stopped == 0                      # up to the stop epoch
   return np.where(active, dev, -np.inf).max(axis=0).tolist()
 
@@ -282,6 +323,32 @@ def choose_seed(workdir: str, config, seed_index: Optional[int] = None) -> SeedC
           f'indices 0..{len(seeds) - 1} (seeds {", ".join(map(str, seeds))})')
     index, reason = seed_index, f'--seed_index={seed_index} of {len(seeds)} seeds'
   return SeedChoice(index, seeds[index], None if best is None else best[index], reason)
+
+
+class RestoredSeed(NamedTuple):
+  """One seed of a trained run, ready for `model.apply({'params': params}, ...)`.
+
+  params: that seed's best-dev parameters (no seed axis); seed: the `SeedChoice`
+  (index in the run, model seed, best dev accuracy, why it was chosen).
+  """
+  config: Any
+  vocab: Vocabulary
+  model: models.Seq2Seq
+  params: Any
+  seed: SeedChoice
+
+
+def restore_seed(workdir: str, seed_index: Optional[int] = None) -> RestoredSeed:
+  """The best-dev seed of a run (or `seed_index`'s), without the seed axis.
+
+  `restore_for_eval` returns every seed's parameters stacked on a leading axis;
+  this picks one (`choose_seed`: the highest best dev accuracy, the lowest index
+  among ties) and returns (config, vocab, model, params, seed).
+  """
+  config, vocab, model, params = restore_for_eval(workdir)
+  choice = choose_seed(workdir, config, seed_index)
+  one = jax.tree_util.tree_map(lambda x: x[choice.index], params)
+  return RestoredSeed(config, vocab, model, one, choice)
 
 
 class Decoded(NamedTuple):
@@ -312,9 +379,7 @@ def decode_with_attention(workdir: str, inputs: Sequence[str],
   MonolocError (`Vocabulary.check_input`); a run whose sources ended in `<eos>`
   (`config.source_eos_tasks`) has it appended, as `Decoded.source` shows.
   """
-  config, vocab, model, params = restore_for_eval(workdir)
-  choice = choose_seed(workdir, config, seed_index)
-  one = jax.tree_util.tree_map(lambda x: x[choice.index], params)
+  config, vocab, model, one, choice = restore_seed(workdir, seed_index)
   greedy = jax.jit(lambda p, src, n, steps: model.apply({'params': p}, src, n, steps,
                                                         method=model.greedy),
                    static_argnums=3)

@@ -10,7 +10,8 @@
 
 --mode=predict decodes with the run's best-dev seed unless --seed_index picks one,
 and says which. --mode=evaluate may change config.test_splits, eval_size and
-eval_batch_size.
+eval_batch_size; a split scored on fewer samples than results.json holds for it is
+written under "partial_test", beside the full result, and the command says so.
 
 The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
@@ -135,8 +136,12 @@ def _run(argv) -> None:
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if _MODE.value == 'evaluate':
     results = inference.evaluate(_WORKDIR.value, given_config_fields())
-    scored = {k: results['test'][k] for k in results['last_evaluation']['splits']}
+    last = results['last_evaluation']
+    scored = {k: results['partial_test' if k in last.get('partial', []) else 'test'][k]
+              for k in last['splits']}
     print(inference.format_table(scored, ml_collections.ConfigDict(results['config'])))
+    for note in inference.evaluation_notes(results):
+      print(note)
     return
   if _MODE.value == 'predict':
     if not _INPUTS.value:

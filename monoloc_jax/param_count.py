@@ -6,21 +6,36 @@
 """
 
 import dataclasses
+import importlib
+import sys
 
 from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
 
+from monoloc_jax import cli
+from monoloc_jax import errors
 from monoloc_jax import models
 from monoloc_jax import variants
 
-SIZES = {
-    'small': dict(embed_dim=64, hidden_dim=128, value_dim=128, num_layers=1),
-    # configs/cfq.py: the authors' CFQ configs' query/key width of 128.
-    'cfq': dict(embed_dim=128, hidden_dim=256, value_dim=512, num_layers=2, qk_dim=128),
-}
-_SIZE = flags.DEFINE_enum('size', 'small', list(SIZES), 'Model size (the paper\'s small size, or its CFQ size).')
+# The model fields that set the parameter count.
+SIZE_FIELDS = ('embed_dim', 'hidden_dim', 'value_dim', 'num_layers', 'qk_dim', 'decoder_init')
+# --size -> the named config whose model size it counts: `small` is configs/default.py
+# (the paper's size), `cfq` is configs/cfq.py, the one place of the CFQ size.
+SIZES = {'small': 'default', 'cfq': 'cfq'}
+
+
+def model_size(size: str) -> dict:
+  """{field: value} of SIZE_FIELDS for `size`, read from its config file."""
+  if size not in SIZES:
+    raise errors.unknown_name('size', size, SIZES)
+  config = importlib.import_module(f'monoloc_jax.configs.{SIZES[size]}').get_config()
+  return {field: config[field] for field in SIZE_FIELDS}
+
+
+_SIZE = flags.DEFINE_enum('size', 'small', list(SIZES), 'Model size: small (the paper\'s, '
+                          'configs/default.py) or cfq (configs/cfq.py).')
 _VOCAB = flags.DEFINE_integer('vocab_size', 14, 'Vocabulary size incl. the 4 special tokens.',
                               lower_bound=5)
 _SIGMA_BIAS = flags.DEFINE_bool('sigma_bias', True, 'Location variants have the sigma read-out '
@@ -38,7 +53,9 @@ def parameter_counts(vocab_size: int, size: str = 'small', sigma_bias: bool = Tr
     variant = variants.get(name)
     if not sigma_bias:
       variant = dataclasses.replace(variant, sigma_bias=False)
-    model = models.Seq2Seq(vocab_size, variant=variant, **SIZES[size])
+    fields = model_size(size)
+    model = models.Seq2Seq(vocab_size, variant=variant, qk_dim=fields['qk_dim'] or None,
+                           **{k: fields[k] for k in SIZE_FIELDS if k != 'qk_dim'})
     shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src,
                             jnp.array([3], jnp.int32), src)
     out[name] = models.count_params(shapes)
@@ -53,8 +70,19 @@ def main(argv):
     print(f'{name:<24}{variants.get(name).display_name:<24}{n:>12,}')
 
 
+def _parse_flags(argv):
+  """absl's flag parsing, with a bad flag as one line and exit code 2."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+    sys.exit(2)
+
+
 def run():
-  app.run(main)
+  """Console-script entry point."""
+  cli.list_flags_in_help(__name__)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == '__main__':

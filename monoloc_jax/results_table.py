@@ -9,9 +9,13 @@ Each argument is a run directory (its results.json), a JSON file with a "test"
 entry (a results.json, or a unit file of experiments/reproduce.py), or a
 directory searched recursively for such files. Runs are grouped by task (each
 task has its own splits); a row gives the model, its seeds, the epochs trained,
-the best-dev seed and the metric per test split (the median over seeds, as the
-paper reports). Run directories without results.json (training not finished)
-are listed under the table.
+the number of samples each split was scored on (n), the best-dev seed and the
+metric per test split (the median over seeds, as the paper reports). Where a
+run's splits rest on different sample counts, n is a range and each cell off the
+largest count says its own n. A re-score on fewer samples (`--mode=evaluate
+--config.eval_size=N`, results.json's "partial_test") is a row of its own, marked
+"(partial evaluation)". Run directories without results.json (training not
+finished) are listed under the table.
 """
 
 import csv
@@ -49,8 +53,9 @@ def _display_name(variant: str) -> str:
   return variants.VARIANTS[variant].display_name if variant in variants.VARIANTS else variant
 
 
-def _row(source: str, results: Mapping[str, Any]) -> Row:
-  """A Row from a results.json (train/evaluate) or a reproduce.py unit file."""
+def _row(source: str, results: Mapping[str, Any], test_key: str = 'test') -> Row:
+  """A Row from a results.json (train/evaluate) or a reproduce.py unit file; test_key
+  'partial_test' gives the row of its partial evaluations."""
   seeds = list(results.get('seeds') or ([results['seed']] if 'seed' in results else []))
   per_seed = results.get('dev', {}).get('best_accuracy_per_seed')
   if per_seed is None and 'best_dev_accuracy' in results:
@@ -62,7 +67,7 @@ def _row(source: str, results: Mapping[str, Any]) -> Row:
   variant = results.get('variant') or results.get('model') or '?'
   return Row(source, results.get('task') or results.get('config', {}).get('task', '?'),
              _display_name(variant), seeds, results.get('epochs'), best_dev,
-             dict(results['test']))
+             dict(results[test_key]))
 
 
 def collect(paths: Sequence[str]) -> Tuple[List[Row], List[str]]:
@@ -86,7 +91,10 @@ def collect(paths: Sequence[str]) -> Tuple[List[Row], List[str]]:
       except (OSError, ValueError):
         continue                    # a log or image caught by a shell glob, not a result
       if isinstance(results, dict) and isinstance(results.get('test'), dict):
-        rows.append(_row(str(f.parent if f.name == 'results.json' else f), results))
+        source = str(f.parent if f.name == 'results.json' else f)
+        rows.append(_row(source, results))
+        if isinstance(results.get('partial_test'), dict) and results['partial_test']:
+          rows.append(_row(f'{source} (partial evaluation)', results, 'partial_test'))
         found += 1
     if not found:
       why = ('training has not finished (no results.json)' if (path / 'config.json').exists()
@@ -105,7 +113,21 @@ def _split_order(task: str, splits: Sequence[str]) -> List[str]:
   return sorted(splits, key=lambda s: (lengths.get(s, float('inf')), splits.index(s)))
 
 
-def _cell(result: Optional[Mapping[str, Any]], metric: str, per_seed: bool) -> str:
+def sample_counts(test: Mapping[str, Any]) -> List[int]:
+  """The distinct sample counts `n` of a run's split entries, sorted."""
+  return sorted({r['n'] for r in test.values()
+                 if isinstance(r, Mapping) and isinstance(r.get('n'), int)})
+
+
+def _n_text(counts: Sequence[int]) -> str:
+  """'2000', '500–2000' (splits of one run on different counts) or '' (not recorded)."""
+  if not counts:
+    return ''
+  return str(counts[0]) if len(counts) == 1 else f'{counts[0]}–{counts[-1]}'
+
+
+def _cell(result: Optional[Mapping[str, Any]], metric: str, per_seed: bool,
+          row_counts: Sequence[int] = ()) -> str:
   if not result or metric not in result:
     return ''
   fmt = '{:.2f}' if metric == 'edit_distance' else '{:.1f}'
@@ -113,6 +135,8 @@ def _cell(result: Optional[Mapping[str, Any]], metric: str, per_seed: bool) -> s
   values = [s[metric] for s in result.get('per_seed', []) if metric in s]
   if per_seed and len(values) > 1:
     text += ' [' + ' '.join(fmt.format(v) for v in values) + ']'
+  if len(row_counts) > 1 and result.get('n') != row_counts[-1]:
+    text += f" (n={result.get('n', '?')})"        # off the row's largest sample count
   return text
 
 
@@ -125,15 +149,18 @@ def tables(rows: Sequence[Row], metric: str = 'accuracy', per_seed: bool = False
   for task in dict.fromkeys(r.task for r in rows):
     group = [r for r in rows if r.task == task]
     splits = _split_order(task, list(dict.fromkeys(s for r in group for s in r.test)))
-    header = ['run', 'model', 'seeds', 'epochs', 'best-dev seed (dev %)', *splits]
+    header = ['run', 'model', 'seeds', 'epochs', 'n', 'best-dev seed (dev %)', *splits]
     body = []
     for r in group:
       best = f'{r.best_dev[0]} ({r.best_dev[1]:.1f})' if r.best_dev else ''
       seeds = ','.join(map(str, r.seeds)) if len(r.seeds) <= 3 else f'{len(r.seeds)} seeds'
-      body.append([r.source, r.model, seeds, '' if r.epochs is None else str(r.epochs), best,
-                   *(_cell(r.test.get(s), metric, per_seed) for s in splits)])
+      counts = sample_counts(r.test)
+      body.append([r.source, r.model, seeds, '' if r.epochs is None else str(r.epochs),
+                   _n_text(counts), best,
+                   *(_cell(r.test.get(s), metric, per_seed, counts) for s in splits)])
     out.append((f'{task}: {METRICS[metric]}, median over seeds'
-                + (' [per seed]' if per_seed else ''), header, body))
+                + (' [per seed]' if per_seed else '') + '; n = samples per split',
+                header, body))
   return out
 
 

@@ -63,8 +63,16 @@ HEATMAP_MAX_ASPECT = 2.5
 CROP_FRACTION = 0.6
 CROP_THRESHOLD = 0.02
 CROP_MARGIN = 2
-# Per-step aux values drawn under the heatmap, in this order: key -> axis label.
-AUX_PANELS = (('mu', 'μ'), ('sigma', 'σ'), ('step', 'step'), ('mix', 'content mix'))
+# Per-step aux values drawn beside the heatmap, in this order: key -> axis label (units).
+# μ and σ are drawn in encoder positions (the model's normalised units times s - 1);
+# step is in positions per output step already (μ moves by step / (s - 1)).
+AUX_PANELS = (('mu', 'μ (input position)'), ('sigma', 'σ (positions)'),
+              ('step', 'step (positions)'), ('mix', 'content mix (0–1)'))
+PANEL_INCHES = 1.25        # width of each per-step panel
+COLORBAR_INCHES = 0.8      # the colorbar under the heatmap
+# A reading direction whose share of the attention (α_dir or 1 - α_dir) is below this
+# gets no μ line.
+MU_MIN_WEIGHT = 0.05
 SAVE_FORMATS = ('.png', '.svg')
 ACCURACY_LABEL = 'sequence accuracy (%)'
 LENGTH_LABEL = 'input length'
@@ -209,22 +217,27 @@ def _fitting_labels(inches: float, fontsize: float, wanted: int) -> int:
 def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] = None,
                    max_tick_labels: int = MAX_TICK_LABELS, cmap: str = 'viridis',
                    crop: bool = True) -> Figure:
-  """Heatmap of one decode's attention, with its per-step values underneath.
+  """Heatmap of one decode's attention, with its per-step values beside it.
 
   Dubois et al.'s Fig. 9: output steps (rows, y: output tokens and `<eos>`)
   against encoder positions (columns, x: START, the source tokens, END).
   Where the decode has location attention, μ (the Gaussian's mean, rescaled
   to encoder positions) is drawn over the heatmap as a dashed line, and one
-  small panel per available per-step value follows below, in the order μ, σ
-  (normalised position units), step and content-mix weight, against the output
-  step. α_dir, the direction gate, goes into the title when the variant mixes
-  directions.
+  narrow panel per available per-step value stands to the right of the heatmap,
+  in the order μ, σ, step and content-mix weight. Each panel's y axis is the
+  heatmap's output-step axis (shared: row t of the heatmap is y = t of every
+  panel), its x axis the value in stated units: μ in input positions (the
+  heatmap's own x axis), σ in positions, step in positions per output step,
+  the content-mix weight in 0-1. α_dir, the direction gate, goes into the title
+  when the variant mixes directions.
 
   Direction mixing (Eq. 18) attends over e_dir_i = α e_i + (1 - α) e_rev(i);
   the model already maps those weights back to input positions
   (`attention.input_attention`), so columns are input tokens. μ is in e_dir
-  units, so the overlay maps it the same way, α μ + (1 - α)(1 - μ); the μ
-  panel shows the model's own μ.
+  units: the Gaussian's weight α sits at input position μ and 1 - α at its
+  mirror image 1 - μ, so μ is drawn at both (the weaker line fainter), each
+  where its share is at least MU_MIN_WEIGHT (`mu_positions`): a model that has
+  not chosen a direction shows two lines on the two attended diagonals.
 
   Args:
     decoded: an `inference.Decoded`, a mapping with 'attention' [R, C] and optional
@@ -262,15 +275,16 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
     show_direction &= variants.get(variant).direction_mixing
 
   width, heat_h = heatmap_size(rows, cols)
-  panel_h = 1.0
-  fig = Figure(figsize=(width, heat_h + panel_h * len(panels) + 0.6 * bool(panels)),
+  fig = Figure(figsize=(width + PANEL_INCHES * len(panels), heat_h + COLORBAR_INCHES),
                layout='constrained')
-  grid = fig.add_gridspec(1 + len(panels), 1, height_ratios=[heat_h] + [panel_h] * len(panels))
+  grid = fig.add_gridspec(1, 1 + len(panels),
+                          width_ratios=[width - 1.0] + [PANEL_INCHES] * len(panels))
   ax = fig.add_subplot(grid[0])
   ax.set_label('attention')
   image = ax.imshow(attention, aspect='auto', interpolation='nearest', cmap=cmap,
                     vmin=0.0, vmax=1.0)
-  fig.colorbar(image, ax=ax, label='attention weight', fraction=0.04, pad=0.01)
+  fig.colorbar(image, ax=ax, label='attention weight', location='bottom', fraction=0.04,
+               pad=0.01, shrink=0.6)
   fontsize = 8 if max(rows, cols) <= max_tick_labels else 7
   xt = tick_positions(cols, _fitting_labels(width - 1.5, fontsize, max_tick_labels))
   shown = xlabels[first:last + 1]
@@ -284,15 +298,21 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
   ax.yaxis.set_minor_locator(ticker.NullLocator())
   ax.set_xlabel('input token (encoder position)')
   ax.set_ylabel('output token (decoder step)')
+  ax.set_xlim(-0.5, cols - 0.5)
+  ax.set_ylim(rows - 0.5, -0.5)
+  mu_lines = []
   if 'mu' in aux and np.ndim(aux['mu']) == 1 and len(aux['mu']):
-    mu = np.asarray(aux['mu'], np.float64)[:rows]
-    mu = direction * mu + (1.0 - direction) * (1.0 - mu)
-    ax.plot(mu * (full_cols - 1) - first, np.arange(len(mu)), ls='--', lw=1.0, color='tab:red',
-            alpha=0.8, label='μ (Gaussian mean)')
-    ax.set_xlim(-0.5, cols - 0.5)
-    ax.set_ylim(rows - 0.5, -0.5)
+    mu_lines = mu_positions(np.asarray(aux['mu'], np.float64)[:rows], direction, full_cols)
+    for name, x, weight in mu_lines:
+      ax.plot(x - first, np.arange(len(x)), ls='--', lw=1.0, color='tab:red',
+              alpha=_mu_alpha(weight), label=f'μ (Gaussian mean){name}')
     # Named in the axis label, not a legend: a legend box would sit on the attention.
-    ax.set_xlabel('input token (encoder position);  dashed red line: μ, the Gaussian mean')
+    if len(mu_lines) == 1:
+      ax.set_xlabel('input token (encoder position);  dashed red line: μ, the Gaussian mean')
+    else:
+      ax.set_xlabel('input token (encoder position)\ndashed red lines: μ, the Gaussian mean, '
+                    f'read forwards (weight α_dir = {direction:.2f}) and backwards '
+                    f'({1 - direction:.2f})')
 
   if title is None:
     name = display_name(variant) if variant else 'attention'
@@ -304,31 +324,62 @@ def plot_attention(decoded, title: Optional[str] = None, variant: Optional[str] 
     title += f'\n(input positions {first}–{last} of 0–{full_cols - 1} shown: the attended band)'
 
   if show_direction:
-    reading = 'backward' if direction < 0.5 else 'forward'
+    if min(direction, 1 - direction) < MU_MIN_WEIGHT:
+      reading = 'backward' if direction < 0.5 else 'forward'
+    else:
+      reading = f'{direction:.0%} forward, {1 - direction:.0%} backward'
     title += f'   (α_dir = {direction:.2f}: {reading})'
   ax.set_title(title)
 
-  previous = None
+  # One panel per per-step value, right of the heatmap: its y axis is the heatmap's
+  # output-step axis (shared), its x axis the value in the stated units.
+  steps = np.arange(rows)
   for i, (key, label, values) in enumerate(panels):
-    pax = fig.add_subplot(grid[1 + i], sharex=previous)
+    pax = fig.add_subplot(grid[1 + i], sharey=ax)
     pax.set_label(f'aux:{key}')
-    pax.plot(np.arange(len(values)), values, marker='.', ms=3, lw=1.0)
-    finite = values[np.isfinite(values)]
-    if finite.size:                        # a flat line stays flat, without an offset label
-      lo, hi = float(finite.min()), float(finite.max())
-      pad = max(0.1 * (hi - lo), 0.02 * max(abs(lo), abs(hi)), 1e-3)
-      pax.set_ylim(lo - pad, hi + pad)
-    pax.ticklabel_format(axis='y', useOffset=False)
-    pax.set_ylabel(label, rotation=0, ha='right', va='center')
+    values = values[:rows]
+    if key == 'mu':
+      for _, x, weight in mu_lines:
+        pax.plot(x - first, steps[:len(x)], marker='.', ms=3, lw=1.0, color='tab:red',
+                 alpha=_mu_alpha(weight))
+      pax.set_xlim(ax.get_xlim())         # the heatmap's input positions
+      pax.xaxis.set_major_locator(ticker.MaxNLocator(4, integer=True))
+      pax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f'{v + first:g}'))
+    else:
+      scale = (full_cols - 1) if key in ('sigma',) else 1.0
+      values = values * scale
+      pax.plot(values, steps[:len(values)], marker='.', ms=3, lw=1.0)
+      finite = values[np.isfinite(values)]
+      if finite.size:                      # a flat line stays flat, without an offset label
+        lo, hi = float(finite.min()), float(finite.max())
+        pad = max(0.1 * (hi - lo), 0.02 * max(abs(lo), abs(hi)), 1e-3)
+        pax.set_xlim(lo - pad, hi + pad)
+      pax.xaxis.set_major_locator(ticker.MaxNLocator(3))
+      pax.ticklabel_format(axis='x', useOffset=False)
+    pax.set_xlabel(label, fontsize=8)
     pax.grid(alpha=0.3)
     pax.tick_params(labelsize=7)
-    pax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-    if i < len(panels) - 1:
-      pax.tick_params(labelbottom=False)
-    else:
-      pax.set_xlabel('output step')
-    previous = pax
+    pax.tick_params(axis='y', labelleft=False, labelright=False)
   return fig
+
+
+def mu_positions(mu: np.ndarray, direction: float, cols: int
+                 ) -> List[Tuple[str, np.ndarray, float]]:
+  """Where μ sits over input positions: [(name suffix, x [steps], weight)].
+
+  μ is in e_dir units. Direction mixing (Eq. 18) puts weight α_dir of the Gaussian
+  at input position μ (s - 1) and 1 - α_dir at its mirror image (1 - μ)(s - 1)
+  (`attention.input_attention`); each direction with weight >= MU_MIN_WEIGHT is a
+  line, the stronger first. (Their weighted mean would run where there is no
+  attention when the model has not chosen a direction.)
+  """
+  lines = [(', read forwards', mu * (cols - 1), float(direction)),
+           (', read backwards', (1.0 - mu) * (cols - 1), 1.0 - float(direction))]
+  return sorted((l for l in lines if l[2] >= MU_MIN_WEIGHT), key=lambda l: -l[2])
+
+
+def _mu_alpha(weight: float) -> float:
+  return 0.35 + 0.55 * min(1.0, max(0.0, weight))
 
 
 # ---------------------------------------------------------------------------
@@ -476,6 +527,17 @@ def accuracy_by_length(results: Mapping[str, Any], metric: str = 'accuracy'
   return sorted(rows)
 
 
+def _with_sample_count(label: str, results: Mapping[str, Any]) -> str:
+  """'OneStepAttn (n = 2000 per length)': the samples each test split was scored on
+  ('500–2000' when the run's splits differ); the label alone where n is not recorded."""
+  counts = sorted({r['n'] for r in results['test'].values()
+                   if isinstance(r, Mapping) and isinstance(r.get('n'), int)})
+  if not counts:
+    return label
+  n = str(counts[0]) if len(counts) == 1 else f'{counts[0]}–{counts[-1]}'
+  return f'{label} (n = {n} per length)'
+
+
 def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str] = None
                             ) -> Figure:
   """Test accuracy against input length, one line per run, on a log length axis.
@@ -488,8 +550,9 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   with one legend entry. Where results.json has the best dev accuracies (and
   metric is 'accuracy'), each run also has a diamond at its dev split's lengths
   (`dev_range`: a bar spanning them; gid 'dev:<label>'), the point before the
-  test lengths. The legend sits outside the axes. Runs of different tasks are
-  refused (their splits have different lengths).
+  test lengths. Each run's legend entry says how many samples each length was
+  scored on ('(n = 2000 per length)'). The legend sits outside the axes. Runs of
+  different tasks are refused (their splits have different lengths).
   """
   named = _named_runs(runs)
   task_of = lambda results: results.get('task') or results.get('config', {}).get('task')
@@ -515,7 +578,8 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
     rows = accuracy_by_length(results, metric)
     x = [r[0] for r in rows]
     y = [r[2] for r in rows]
-    line, = ax.plot(x, y, marker='o', ms=5, lw=1.6, label=label, clip_on=False, zorder=3)
+    line, = ax.plot(x, y, marker='o', ms=5, lw=1.6, label=_with_sample_count(label, results),
+                    clip_on=False, zorder=3)
     dev = dev_point(results) if metric == 'accuracy' else None
     if dev is not None:
       dev_lo, dev_hi, dev_median, dev_seeds = dev

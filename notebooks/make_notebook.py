@@ -11,6 +11,7 @@ runs the notebook top to bottom with MONOLOC_NOTEBOOK_SMOKE=1.
 import pathlib
 import re
 import sys
+from typing import Optional
 
 import nbformat
 
@@ -25,12 +26,12 @@ BRANCH = 'main'
 CPU_MINUTES = {'full': 8, 'smoke': 2}
 
 
-def repo_url() -> str:
-  """The published repository: pyproject.toml's [project.urls] Repository, the one place."""
+def repo_url() -> Optional[str]:
+  """The published repository: pyproject.toml's [project.urls] Repository, the one place;
+  None while none is configured (then the notebook has no Colab badge and no git
+  install: its install cell takes a wheel or a directory, README "Colab")."""
   m = re.search(r'^Repository\s*=\s*"([^"]+)"', PYPROJECT.read_text(encoding='utf-8'), re.M)
-  if not m:
-    raise SystemExit(f'{PYPROJECT} has no [project.urls] Repository')
-  return m.group(1).rstrip('/')
+  return m.group(1).rstrip('/') if m else None
 
 
 def colab_url(url: str) -> str:
@@ -38,18 +39,21 @@ def colab_url(url: str) -> str:
   return (url.replace('https://github.com/', 'https://colab.research.google.com/github/')
           + f'/blob/{BRANCH}/{NOTEBOOK_PATH}')
 
-INTRO = """\
-[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})
 
-# Monotonic location attention: length generalization in JAX
+BADGE = '[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})\n\n'
+
+INTRO = """\
+{badge}# Monotonic location attention: length generalization in JAX
 
 This notebook reproduces the core result of **"Monotonic Location Attention for
 Length Generalization"** (Ray Chowdhury & Caragea, ICML 2023) with
-[`monoloc_jax`]({repo}#readme).
+{package_link}.
 
 **What it needs.** Any runtime type (*Runtime → Change runtime type*): CPU,
-GPU or TPU. Nothing to download: Reverse Copy is generated in code, and the
-first code cell pip-installs `monoloc_jax` from GitHub.
+GPU or TPU. Reverse Copy is generated in code, so there is no data to download.
+The first code cell installs `monoloc_jax`
+({install_from}), then checks that the installed JAX uses the runtime's TPU or
+GPU and installs the matching `jax[tpu]` / `jax[cuda12]` when it does not.
 
 **How long it takes**, the whole notebook top to bottom:
 
@@ -88,8 +92,8 @@ What you will see:
    line is the median over seeds, the dots single seeds);
 5. the attention heatmaps of a length-100 example, decoded by each model's
    **best-dev seed** (named in the title): OneStepAttn walks the anti-diagonal
-   one step at a time; below each heatmap are the per-step values μ, σ and step
-   where the variant has them.
+   one step at a time; beside each heatmap, sharing its output-step axis, are the
+   per-step values μ, σ and step where the variant has them.
 
 Runs are saved to Google Drive when you allow it (step 4), so a disconnect
 loses nothing: rerunning the notebook reloads finished runs. The smoke setting
@@ -98,17 +102,24 @@ figures only show that everything runs.
 """
 
 INSTALL = """\
-# 1. Install monoloc_jax. Nothing is installed when it is already importable; else
-# from this checkout when the notebook runs inside one (pip install -e), else with
-# pip from the repository (REPO_URL; MONOLOC_REPO_URL overrides it).
+# 1. Install monoloc_jax, then the JAX build for this runtime. The package comes from
+# the first of: nothing to do when monoloc_jax is already importable; MONOLOC_PACKAGE
+# (an environment variable, or set it below): a wheel file, a directory holding the
+# package, or a git URL; the checkout holding this notebook (pip install -e); a
+# monoloc_jax-*.whl in the working directory (on Colab: /content, upload it with the
+# Files pane); the published repository (REPO_URL, when one is configured); on
+# Colab, an upload prompt for the wheel. README "Colab" says how to build the wheel.
+import glob
 import importlib
 import importlib.util
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
-REPO_URL = os.environ.get('MONOLOC_REPO_URL', '{repo}')
+# os.environ['MONOLOC_PACKAGE'] = '/content/monoloc_jax-{package_version}-py3-none-any.whl'
+REPO_URL = {repo_literal}   # pyproject.toml's [project.urls] Repository{repo_note}
 SMOKE = os.environ.get('MONOLOC_NOTEBOOK_SMOKE') == '1'   # tiny CPU setting (the test suite's)
 
 
@@ -123,22 +134,102 @@ def find_checkout():
   return None
 
 
+def package_source(repo_url):
+  \"\"\"(kind, what) to pip-install: kind 'wheel', 'directory', 'checkout' or 'git';
+  None when there is nothing to install from (see the order above).\"\"\"
+  given = os.environ.get('MONOLOC_PACKAGE', '').strip()
+  if given:
+    if given.startswith('git+') or '://' in given:
+      return 'git', 'monoloc_jax @ ' + (given if given.startswith('git+') else 'git+' + given)
+    path = pathlib.Path(given).expanduser().resolve()
+    if not path.exists():
+      raise SystemExit(f'MONOLOC_PACKAGE={given}: no such file or directory')
+    return ('directory' if path.is_dir() else 'wheel'), str(path)
+  checkout = find_checkout()
+  if checkout is not None:
+    return 'checkout', str(checkout)
+  wheels = sorted(glob.glob('monoloc_jax-*.whl'))
+  if wheels:
+    return 'wheel', str(pathlib.Path(wheels[-1]).resolve())
+  if repo_url:
+    return 'git', f'monoloc_jax @ git+{repo_url}'
+  return None
+
+
+def pip_target(source):
+  \"\"\"The pip install arguments of a package_source().\"\"\"
+  kind, what = source
+  return ['-e', what] if kind == 'checkout' else [what]
+
+
+def detect_hardware(environ=os.environ, exists=os.path.exists, which=shutil.which):
+  \"\"\"'tpu', 'gpu' or 'cpu': the accelerator this machine has, whatever jax is installed.\"\"\"
+  if (environ.get('TPU_ACCELERATOR_TYPE') or environ.get('COLAB_TPU_ADDR')
+      or exists('/dev/accel0')):
+    return 'tpu'
+  if which('nvidia-smi') or exists('/dev/nvidia0'):
+    return 'gpu'
+  return 'cpu'
+
+
+def jax_for_runtime(hardware, backend, jax_version):
+  \"\"\"The pip requirement that makes jax use `hardware`, or None when it already does.\"\"\"
+  extra = {'gpu': 'cuda12', 'tpu': 'tpu'}.get(hardware)
+  if extra is None or backend == hardware:
+    return None
+  return f'jax[{extra}]=={jax_version}'
+
+
+def installed_jax():
+  \"\"\"(version, default backend) of the installed jax, asked in a fresh interpreter.\"\"\"
+  out = subprocess.run([sys.executable, '-c', 'import jax; print(jax.__version__, '
+                        'jax.default_backend())'], capture_output=True, text=True, check=True)
+  version, backend = out.stdout.split()[-2:]
+  return version, backend
+
+
 if importlib.util.find_spec('monoloc_jax') is not None:
   print('monoloc_jax is already installed: nothing to install.')
 else:
-  repo = find_checkout()
-  if repo is not None:
-    cmd = [sys.executable, '-m', 'pip', 'install', '-q', '-e', str(repo)]
-  else:
-    cmd = [sys.executable, '-m', 'pip', 'install', '-q', f'monoloc_jax @ git+{{REPO_URL}}']
+  source = package_source(REPO_URL)
+  if source is None and importlib.util.find_spec('google.colab') is not None:
+    from google.colab import files  # pylint: disable=g-import-not-at-top
+    print('Upload the monoloc_jax wheel (monoloc_jax-*.whl, README "Colab"):')
+    wheels = [name for name in files.upload() if name.endswith('.whl')]
+    source = ('wheel', str(pathlib.Path(wheels[-1]).resolve())) if wheels else None
+  if source is None:
+    raise SystemExit('monoloc_jax is not installed and there is nothing to install it from: '
+                     'set MONOLOC_PACKAGE to a wheel, a directory or a git URL, or put '
+                     f'monoloc_jax-*.whl in {os.getcwd()}')
+  cmd = [sys.executable, '-m', 'pip', 'install', '-q', *pip_target(source)]
+  print(f'installing monoloc_jax from the {source[0]} {source[1]}')
   print('$', ' '.join(cmd))
   subprocess.run(cmd, check=True)
   importlib.invalidate_caches()
-  if repo is not None and str(repo) not in sys.path:
-    sys.path.insert(0, str(repo))  # an editable install is only seen by new interpreters
+  if source[0] == 'checkout' and source[1] not in sys.path:
+    sys.path.insert(0, source[1])  # an editable install is only seen by new interpreters
+
+hardware = detect_hardware()
+if hardware == 'cpu':
+  print('Runtime: CPU. The jax that pip installed with monoloc_jax runs on it: nothing to add.')
+else:
+  version, backend = installed_jax()
+  requirement = jax_for_runtime(hardware, backend, version)
+  if requirement is None:
+    print(f'Runtime: {hardware.upper()}. The installed jax {version} already uses it '
+          f'(default backend: {backend}): nothing to install.')
+  else:
+    print(f'Runtime: {hardware.upper()}, but the installed jax {version} runs on {backend}: '
+          f'installing {requirement}.')
+    cmd = [sys.executable, '-m', 'pip', 'install', '-q', requirement]
+    print('$', ' '.join(cmd))
+    subprocess.run(cmd, check=True)
+    if 'jax' in sys.modules:
+      print('jax was imported before this install: restart the runtime (Runtime → Restart '
+            'session) and run the notebook again.')
 
 import monoloc_jax
-print('monoloc_jax from', pathlib.Path(monoloc_jax.__file__).parent,
+print(f'monoloc_jax {monoloc_jax.__version__} from', pathlib.Path(monoloc_jax.__file__).parent,
       '| smoke setting' if SMOKE else '| full setting')
 
 %matplotlib inline
@@ -331,8 +422,11 @@ positions (START, the 100 input digits, END); long axes are labelled
 model that stops early) is cropped to that band, and the title says so. For
 Reverse Copy the correct attention is the
 anti-diagonal: output step *t* reads input digit 100 − *t*. For OneStepAttn
-the dashed red line is μ, and the panels underneath show μ, σ and the step
-taken at every output step; α_dir is in the title.
+the dashed red line is μ, and the panels to the right show, for every output
+step (the heatmap's rows), μ in input positions, σ in positions and the step
+taken in positions; α_dir is in the title. A model that has not chosen a
+direction (α_dir between 0 and 1) splits its attention between two mirrored
+diagonals, and μ is drawn on both.
 """
 
 HEATMAP = """\
@@ -369,12 +463,32 @@ OUTRO = """\
 """
 
 
-def build() -> nbformat.NotebookNode:
-  """The notebook; cell ids are fixed so that regenerating it gives the same file."""
-  url = repo_url()
+_FROM_PYPROJECT = object()
+
+
+def build(url=_FROM_PYPROJECT) -> nbformat.NotebookNode:
+  """The notebook; cell ids are fixed so that regenerating it gives the same file.
+
+  url: the published GitHub repository (default: pyproject.toml's, `repo_url()`);
+  None: not published, so no badge, no link and no git install.
+  """
+  if url is _FROM_PYPROJECT:
+    url = repo_url()
   minutes = {'{cpu_full}': str(CPU_MINUTES['full']), '{cpu_smoke}': str(CPU_MINUTES['smoke'])}
-  intro = INTRO.replace('{colab}', colab_url(url)).replace('{repo}', url)
-  install = INSTALL.replace('{repo}', url).replace('{{REPO_URL}}', '{REPO_URL}')
+  if url:
+    intro = (INTRO.replace('{badge}', BADGE.replace('{colab}', colab_url(url)))
+             .replace('{package_link}', f'[`monoloc_jax`]({url}#readme)')
+             .replace('{install_from}', f'with pip from {url}, or from a wheel or a directory'))
+    install = (INSTALL.replace('{repo_literal}', repr(url))
+               .replace('{repo_note}', ''))
+  else:
+    intro = (INTRO.replace('{badge}', '')
+             .replace('{package_link}', '`monoloc_jax` (its README.md says how to install it)')
+             .replace('{install_from}', 'from a wheel you upload, README "Colab", or from '
+                      'the checkout it runs in'))
+    install = (INSTALL.replace('{repo_literal}', 'None')
+               .replace('{repo_note}', ': none yet, not published'))
+  install = install.replace('{package_version}', package_version())
   devices = DEVICES
   for key, value in minutes.items():
     intro, devices = intro.replace(key, value), devices.replace(key, value)
@@ -392,6 +506,12 @@ def build() -> nbformat.NotebookNode:
       'colab': {'provenance': [], 'name': 'monoloc_jax_colab.ipynb'},
   }
   return nb
+
+
+def package_version() -> str:
+  """pyproject.toml's [project] version (the wheel's name in the install cell's example)."""
+  m = re.search(r'^version\s*=\s*"([^"]+)"', PYPROJECT.read_text(encoding='utf-8'), re.M)
+  return m.group(1)
 
 
 def render() -> str:

@@ -47,13 +47,15 @@ def test_tables_group_by_task_order_splits_by_length_and_name_the_best_dev_seed(
   (t1, h1, b1), (t2, h2, b2) = results_table.tables(rows, per_seed=True)
   assert t1.startswith('reverse_copy: sequence accuracy (%)')
   assert h1[-2:] == ['test_15', 'test_100']                       # by input length
-  assert b1[0][1:] == ['OneStepAttn', '0,1,2', '3', '1 (100.0)', '99.0 [0.0 100.0 99.0]',
+  assert b1[0][1:] == ['OneStepAttn', '0,1,2', '3', '100', '1 (100.0)', '99.0 [0.0 100.0 99.0]',
                        '100.0 [0.0 100.0 100.0]']
-  assert b1[1][1:] == ['Relative', '0', '3', '0 (33.0)', '40.0', '']
+  assert b1[1][1:] == ['Relative', '0', '3', '100', '0 (33.0)', '40.0', '']
   assert [r[1] for r in b2] == ['MonoAttn', 'Relative']            # a run dir and a unit file
-  assert b2[1][2:] == ['1', '9', '1 (80.0)', '5.0']
+  assert b2[1][2:] == ['1', '9', '2000', '1 (80.0)', '5.0']
+  assert t1.endswith('; n = samples per split')
   markdown = results_table.render(rows, 'markdown')
-  assert '| run | model | seeds | epochs | best-dev seed (dev %) | test_15 | test_100 |' in markdown
+  assert ('| run | model | seeds | epochs | n | best-dev seed (dev %) | test_15 | test_100 |'
+          in markdown)
   csv = results_table.render(rows, 'csv').splitlines()
   assert csv[0].startswith('table,run,model') and len(csv) == 1 + 4
 

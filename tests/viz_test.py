@@ -100,16 +100,94 @@ def test_attention_heatmap_short_input_labels_every_token(tmp_path):
   assert ax.get_legend() is None                          # nothing drawn over the attention
   assert ax.get_ylabel() == 'output token (decoder step)'
   assert 'OneStepAttn' in ax.get_title() and 'α_dir = 1.00: forward' in ax.get_title()
-  # μ, σ and step panels, in that order, against the output step.
+  # μ, σ and step panels, in that order, beside the heatmap (see the panel test below).
   panels = [a for a in fig.axes if a.get_label().startswith('aux:')]
   assert [a.get_label() for a in panels] == ['aux:mu', 'aux:sigma', 'aux:step']
-  assert [a.get_ylabel() for a in panels] == ['μ', 'σ', 'step']
-  assert panels[-1].get_xlabel() == 'output step'
   # The μ overlay sits on the attention peaks (μ rescaled to encoder positions).
   mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
   np.testing.assert_allclose(mu_line.get_xdata(), d.attention.argmax(-1))
+  assert_rendered_png(viz.save(fig, tmp_path / 'attention.png'))
+
+
+def test_aux_panels_share_the_heatmaps_output_step_axis_and_name_their_units(tmp_path):
+  """The per-step panels stand beside the heatmap, their y axis its output-step axis
+  (shared, same direction), their x axis the value in stated units; the μ panel's x
+  axis is the heatmap's own (input positions). Before: under it, rotated 90°
+  (output step along x), labelled 'μ', 'σ', 'step' without units."""
+  d = reverse_copy_decoded(10, mix=True)
+  fig = viz.plot_attention(d, variant='mix_onestep')
+  axes = axes_by_label(fig)
+  ax = axes['attention']
+  panels = [axes[f'aux:{k}'] for k in ('mu', 'sigma', 'step', 'mix')]
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+  FigureCanvasAgg(fig).draw()
+  heat = ax.get_position()
+  rows = d.attention.shape[0]
+  for pax in panels:
+    box = pax.get_position()
+    assert box.x0 >= heat.x1, pax.get_label()                      # to the right
+    assert abs(box.y0 - heat.y0) < 1e-6 and abs(box.y1 - heat.y1) < 1e-6   # same rows
+    assert pax.get_shared_y_axes().joined(ax, pax)
+    assert pax.get_ylim() == ax.get_ylim()                         # step 0 at the top
+    line = pax.get_lines()[0]
+    np.testing.assert_allclose(line.get_ydata(), np.arange(rows))  # y: the output step
+  assert [p.get_xlabel() for p in panels] == [
+      'μ (input position)', 'σ (positions)', 'step (positions)', 'content mix (0–1)']
+  cols = d.attention.shape[1]
+  np.testing.assert_allclose(panels[0].get_lines()[0].get_xdata(), d.attention.argmax(-1))
+  assert panels[0].get_xlim() == ax.get_xlim()                     # the heatmap's positions
+  np.testing.assert_allclose(panels[1].get_lines()[0].get_xdata(), d.aux['sigma'] * (cols - 1))
+  np.testing.assert_allclose(panels[3].get_lines()[0].get_xdata(), d.aux['mix'])
+  assert_no_overlapping_tick_labels(fig)
   image = assert_rendered_png(viz.save(fig, tmp_path / 'attention.png'))
-  assert image.shape[0] > image.shape[1] * 0.8   # the aux panels are under the heatmap
+  assert image.shape[1] > image.shape[0]          # the panels widen the figure, not lengthen it
+
+
+def undecided_decoded(n: int, direction: float) -> inference.Decoded:
+  """A model that walks its e_dir encoding forwards (μ from START to END) with a
+  direction gate α between 0 and 1: over input positions its attention is α at the
+  walked position and 1 − α at the mirrored one (Eq. 18, `attention.input_attention`)."""
+  source = tuple(str(d) for d in np.random.default_rng(n).integers(0, 10, n))
+  rows, cols = n + 1, n + 2
+  walked = np.arange(1, rows + 1)
+  attention = np.zeros((rows, cols))
+  attention[np.arange(rows), walked] += direction
+  attention[np.arange(rows), cols - 1 - walked] += 1.0 - direction
+  aux = {'mu': walked / (cols - 1), 'sigma': np.full(rows, 0.27 / cols), 'step': np.ones(rows),
+         'direction': direction}
+  return inference.Decoded(source, source[::-1], attention, aux)
+
+
+@pytest.mark.parametrize('direction', [0.5, 0.3, 0.8])
+def test_an_undecided_direction_draws_mu_where_the_attention_is(tmp_path, direction):
+  """α_dir between 0 and 1 splits the attention between the walked position and its
+  mirror image. μ is drawn on both (the weaker one fainter), never at their weighted
+  mean, where there is no attention (before: one line down the middle)."""
+  d = undecided_decoded(12, direction)
+  fig = viz.plot_attention(d, variant='onestep')
+  ax = axes_by_label(fig)['attention']
+  lines = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
+  assert len(lines) == 2
+  rows = np.arange(d.attention.shape[0])
+  for line in lines:
+    x = np.asarray(line.get_xdata())
+    np.testing.assert_allclose(line.get_ydata(), rows)
+    columns = np.clip(np.round(x).astype(int), 0, d.attention.shape[1] - 1)
+    assert np.all(d.attention[rows, columns] >= min(direction, 1 - direction) - 1e-9), x
+  assert 'forwards' in ax.get_xlabel() and 'backwards' in ax.get_xlabel()
+  strong, weak = sorted(lines, key=lambda l: -l.get_alpha())
+  assert strong.get_alpha() > weak.get_alpha() or direction == 0.5
+  if tmp_path and direction == 0.5:
+    assert_rendered_png(viz.save(fig, tmp_path / 'undecided.png'))
+
+
+def test_a_decided_direction_draws_one_mu_line():
+  """α_dir within 0.05 of 0 or 1 leaves < 5% of the weight on the mirror image: one line."""
+  for direction in (0.97, 0.03):
+    d = undecided_decoded(12, direction)
+    ax = axes_by_label(viz.plot_attention(d, variant='onestep'))['attention']
+    line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
+    np.testing.assert_allclose(line.get_xdata(), d.attention.argmax(-1))
 
 
 def test_attention_heatmap_long_input_thins_labels(tmp_path):
@@ -143,8 +221,9 @@ def test_attention_heatmap_maps_direction_mixed_positions_to_input_tokens():
   mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
   np.testing.assert_allclose(mu_line.get_xdata(), forward.attention.argmax(-1))
   assert 'α_dir = 0.00: backward' in ax.get_title()
-  # The μ panel shows the model's own μ.
-  np.testing.assert_allclose(axes_by_label(fig)['aux:mu'].get_lines()[0].get_ydata(), mixed_mu)
+  # The μ panel shows μ in input positions too, as the overlay.
+  np.testing.assert_allclose(axes_by_label(fig)['aux:mu'].get_lines()[0].get_xdata(),
+                             forward.attention.argmax(-1))
 
 
 def test_attention_heatmap_without_location_values():
@@ -184,11 +263,13 @@ def test_a_short_decode_of_a_long_input_is_cropped_to_the_attended_band(tmp_path
   mu_line, = [l for l in ax.get_lines() if l.get_label().startswith('μ')]
   np.testing.assert_allclose(mu_line.get_xdata(), d.attention.argmax(-1) - 91)
   width, height = fig.get_size_inches()
+  width -= 3 * viz.PANEL_INCHES                    # the μ, σ and step panels beside it
   assert width < 8 and height > 0.4 * width
   assert_no_overlapping_tick_labels(fig)
   uncropped = viz.plot_attention(d, variant='onestep', crop=False)
   assert axes_by_label(uncropped)['attention'].images[0].get_array().shape == (8, 102)
   width, height = uncropped.get_size_inches()    # no 16-inch strip when nothing can be cropped
+  width -= 3 * viz.PANEL_INCHES
   assert width <= 2.5 * 3.5 + 3 and height >= 3
   assert_no_overlapping_tick_labels(uncropped)
 
@@ -240,9 +321,10 @@ def test_accuracy_vs_length(tmp_path):
   xs = band.get_paths()[0].vertices[:, 0]
   assert (xs.min(), xs.max()) == (5, 10)
   lines = {l.get_label(): l for l in ax.get_lines()}
-  assert set(lines) == {'OneStepAttn', 'Relative'}
-  np.testing.assert_allclose(lines['OneStepAttn'].get_xdata(), [7.5, 15, 30, 100])
-  np.testing.assert_allclose(lines['Relative'].get_ydata(), [60, 5, 0])
+  assert set(lines) == {'OneStepAttn (n = 100 per length)', 'Relative (n = 100 per length)'}
+  np.testing.assert_allclose(lines['OneStepAttn (n = 100 per length)'].get_xdata(),
+                             [7.5, 15, 30, 100])
+  np.testing.assert_allclose(lines['Relative (n = 100 per length)'].get_ydata(), [60, 5, 0])
   # Three seeds of OneStepAttn: each seed a dot beside the median, one legend entry.
   dots, = [c for c in ax.collections if (c.get_gid() or '').startswith(viz.SEEDS_GID)]
   assert dots.get_gid() == 'seeds:OneStepAttn'
@@ -250,7 +332,8 @@ def test_accuracy_vs_length(tmp_path):
                              sorted([100, 97, 94, 100, 97, 94, 99.5, 96.5, 93.5, 98, 95, 92]))
   legend = ax.get_legend()
   assert [t.get_text() for t in legend.get_texts()] == [
-      'training lengths (5–10)', 'OneStepAttn', 'Relative', 'single seeds (lines: median)']
+      'training lengths (5–10)', 'OneStepAttn (n = 100 per length)',
+      'Relative (n = 100 per length)', 'single seeds (lines: median)']
   assert_no_overlapping_tick_labels(fig)
   renderer = fig.canvas.get_renderer()
   assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
@@ -265,7 +348,7 @@ def test_accuracy_vs_length_reads_workdirs_and_lookup_lengths(tmp_path):
   fig = viz.plot_accuracy_vs_length([tmp_path / 'run'])
   ax = axes_by_label(fig)['accuracy_vs_length']
   line, = ax.get_lines()
-  assert line.get_label() == 'OneStepAttn'
+  assert line.get_label() == 'OneStepAttn (n = 100 per length)'
   np.testing.assert_allclose(line.get_xdata(), [7, 9, 11])   # 6 + K tokens
   assert list(ax.get_xticks()) == [3, 6, 7, 9, 11]
   assert viz.split_length('reverse_lookup', 'test_iid') == 6
@@ -302,7 +385,8 @@ def test_accuracy_vs_length_draws_the_best_dev_accuracy_at_the_dev_lengths(tmp_p
   assert sorted(dots.get_offsets()[:3, 1]) == [93.0, 95.5, 97.0]     # the dev seeds first
   assert list(ax.get_xticks()) == [5, 10, 15, 30, 100]
   assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-      'training lengths (5–10)', 'Relative', 'best dev accuracy (dev lengths 10–15)',
+      'training lengths (5–10)', 'Relative (n = 100 per length)',
+      'best dev accuracy (dev lengths 10–15)',
       'single seeds (lines: median)']
   assert_no_overlapping_tick_labels(fig)
   assert_rendered_png(viz.save(fig, tmp_path / 'acc.png'))
