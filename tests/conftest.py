@@ -19,3 +19,20 @@ def _isolated_caches(tmp_path_factory):
   jax.config.update('jax_compilation_cache_dir', str(root / 'xla'))
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
   yield
+
+
+# The smallest finished run (one epoch of OneStepAttn on Copy), trained once per test
+# session and shared by the tests that only evaluate or decode it.
+TINY_RUN = dict(task='copy', variant='onestep', train_size=200, eval_size=32, max_epochs=1,
+                test_splits='test_15', progress=False)
+
+
+@pytest.fixture(scope='session')
+def tiny_run(tmp_path_factory):
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path_factory.mktemp('tiny_run')
+  config = default.get_config()
+  config.update(TINY_RUN)
+  train.train_and_evaluate(config, str(workdir))
+  return workdir

@@ -18,22 +18,12 @@ import pytest
 
 from monoloc_jax import inference
 from monoloc_jax import results_table
-from monoloc_jax import train
 from monoloc_jax import viz
-from monoloc_jax.configs import default
 
-# tests/predict_test.py's run (one epoch), so compiled programs are shared.
-TINY = dict(task='copy', variant='onestep', train_size=200, eval_size=32, max_epochs=1,
-            test_splits='test_15', progress=False)
-
-
-@pytest.fixture(scope='module')
-def run(tmp_path_factory) -> pathlib.Path:
-  workdir = tmp_path_factory.mktemp('run')
-  config = default.get_config()
-  config.update(TINY)
-  train.train_and_evaluate(config, str(workdir))
-  return workdir
+@pytest.fixture
+def run(tiny_run) -> pathlib.Path:
+  """conftest's one-epoch run, shared by the tests that only evaluate or decode it."""
+  return tiny_run
 
 
 def _evaluate(workdir, *flags) -> subprocess.CompletedProcess:
