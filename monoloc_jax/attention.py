@@ -6,7 +6,8 @@ randomness, safe under `jax.jit`, `jax.vmap` and `jax.grad`. Equation numbers
 Attention for Length Generalization"; Dubois et al. (ACL 2020) is cited where
 the kernel is theirs. Positions are 0-based; encoder position 0 is START.
 
-Shapes use B for batch, S for encoder positions, D for the model width.
+Shapes use B for batch, S for encoder positions, D for the model width, Q for
+the query/key width (the paper's head dimension).
 
 The module has three layers:
   1. elementary kernels (softstair, leaky_clamp, Gaussian weights, scores,
@@ -15,88 +16,62 @@ The module has three layers:
   3. variants as data: a `Variant` is a score branch (`SCORE_BRANCHES`), a
      location rule (`LOCATION_RULES`) and two switches; `fold_params`,
      `make_memory` and `attention_step` run one decoder step of any variant.
+
+Dtypes. Every kernel returns the dtype of its float inputs (bfloat16 in,
+bfloat16 out; float64 in, float64 out), and the mu updates return the dtype of
+pa_{t-1}, so a `lax.scan` carry keeps its type. Kernels whose only inputs are
+integers (`stepsize`, `normalized_positions`, `sinusoidal_embedding`) take a
+`dtype` (default float32). Inside, the location recurrence (mu, sigma, the step
+activations, softstair, the Gaussian and its normaliser, pa_t) and the softmaxes
+run in at least float32 (`at_least_float32`): in bfloat16 (8 bits of mantissa)
+pa_t = sum_i a_ti norm(i) could not tell position 300 from 301, and a rounded
+mu moves the whole Gaussian. Score products accumulate in at least float32.
+
+Input checks. The public entry points check ranks, matching shapes and the
+mask dtype while tracing (no cost under jit) and raise a one-line
+`MonolocError` naming the argument and the expected shape: broadcasting would
+otherwise turn a [B, 1] into a [B, B] result, and a float (additive) mask
+would be read as a boolean one.
 """
 
 import dataclasses
 import functools
 import math
-from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
+from monoloc_jax import errors
 from monoloc_jax import tapped_scan
 from monoloc_jax.tapped_scan import Tap
 from monoloc_jax.tapped_scan import apply as apply_tap
 
 Array = jax.Array
+DType = Any
 
-# The public kernels, constants and variant types (README "Using it from Python").
 __all__ = [
-    'MIN_SIGMA',
-    'SOFTSTAIR_TEMPERATURE',
-    'LEAKY_SLOPE',
-    'SIGMOID_STEP_SCALE',
-    'DIRECTION_SCALE',
-    'GAUSSIAN_EPS',
-    'ROPE_BASE',
-    'MONO_GATE_INIT',
-    'softstair',
-    'leaky_clamp',
-    'stepsize',
-    'normalized_positions',
-    'location_sigma',
-    'LocationNormaliser',
-    'PADDING_FREE',
-    'AUTHORS_CODE_NORMALISER',
-    'LOCATION_NORMALISERS',
-    'gaussian_location_attention',
-    'attended_position',
-    'masked_softmax',
-    'content_scores',
-    'sinusoidal_embedding',
-    'relative_scores',
-    'rotary_embedding',
-    'reverse_valid',
-    'direction_gate',
-    'direction_mixing',
-    'input_attention',
-    'content_mixing',
-    'sigmoid_step',
-    'softstair_step',
-    'relu_step',
-    'free_step',
-    'mono_step',
-    'monotonic_mu',
-    'dubois_mu',
-    'dubois_s_mu',
-    'monotonic_update',
-    'dubois_update',
-    'dubois_s_update',
-    'location_mu',
-    'Dims',
-    'ParamDef',
-    'INIT_SCHEMES',
-    'initializer',
-    'uniform_init',
-    'xavier_bound',
-    'torch_linear_init',
-    'ScoreBranch',
-    'LocationRule',
-    'CONTENT',
-    'RELATIVE',
-    'ROPE',
-    'SCORE_BRANCHES',
-    'LOCATION_RULES',
-    'Variant',
-    'AttentionParams',
-    'fold_params',
-    'AttentionMemory',
-    'make_memory',
-    'AttentionCarry',
-    'initial_carry',
-    'attention_step',
+    # Constants of the papers.
+    'MIN_SIGMA', 'SOFTSTAIR_TEMPERATURE', 'LEAKY_SLOPE', 'SIGMOID_STEP_SCALE',
+    'DIRECTION_SCALE', 'GAUSSIAN_EPS', 'ROPE_BASE', 'MONO_GATE_INIT',
+    # 1. Elementary kernels.
+    'at_least_float32', 'softstair', 'leaky_clamp', 'stepsize', 'normalized_positions',
+    'location_sigma', 'LocationNormaliser', 'PADDING_FREE', 'AUTHORS_CODE_NORMALISER',
+    'LOCATION_NORMALISERS', 'gaussian_location_attention', 'attended_position',
+    'masked_softmax', 'content_scores', 'sinusoidal_embedding', 'relative_scores',
+    'rotary_embedding', 'reverse_valid', 'direction_gate', 'direction_mixing',
+    'input_attention', 'content_mixing',
+    # 2. Step activations and mu updates.
+    'sigmoid_step', 'softstair_step', 'relu_step', 'free_step', 'mono_step',
+    'monotonic_mu', 'dubois_mu', 'dubois_s_mu', 'monotonic_update', 'dubois_update',
+    'dubois_s_update', 'location_mu',
+    # 3. Variants as data, and one decoder step.
+    'Dims', 'ParamDef', 'INIT_SCHEMES', 'initializer', 'uniform_init', 'xavier_bound',
+    'torch_linear_init', 'ScoreBranch', 'LocationRule',
+    'CONTENT', 'RELATIVE', 'ROPE', 'SCORE_BRANCHES', 'LOCATION_RULES', 'Variant',
+    'AttentionParams', 'fold_params', 'AttentionMemory', 'make_memory', 'AttentionCarry',
+    'initial_carry', 'attention_step',
 ]
 
 # The papers' constants (equation numbers: Ray Chowdhury & Caragea 2023).
@@ -110,16 +85,61 @@ ROPE_BASE = 10000.0
 
 
 # --------------------------------------------------------------------------
+# Dtypes and input checks.
+# --------------------------------------------------------------------------
+def at_least_float32(dtype: DType) -> DType:
+  """The dtype the location recurrence and the softmaxes run in: `dtype`
+  promoted to at least float32 (bfloat16/float16 -> float32, float64 stays)."""
+  return jnp.promote_types(dtype, jnp.float32)
+
+
+def _dtype(*xs) -> DType:
+  """The float dtype the arrays `xs` promote to (integers alone give float32)."""
+  dtype = jnp.result_type(*xs)
+  return dtype if jnp.issubdtype(dtype, jnp.inexact) else jnp.dtype(jnp.float32)
+
+
+def _cast(x: Array, dtype: DType) -> Array:
+  """x in `dtype`; x itself when it already is (so `tapped_scan` sees the same array)."""
+  return x if x.dtype == dtype else x.astype(dtype)
+
+
+def _fmt(shape: Sequence[int]) -> str:
+  return '[' + ', '.join(str(int(n)) for n in shape) + ']'
+
+
+def _check(ok: bool, kernel: str, message: str) -> None:
+  """Raises the one-line MonolocError `kernel: message` unless `ok`."""
+  if not ok:
+    raise errors.MonolocError(f'{kernel}: {message}')
+
+
+def _check_shape(kernel: str, name: str, x: Array, expected: Sequence[int], meaning: str):
+  _check(tuple(x.shape) == tuple(expected), kernel,
+         f'{name} must have shape {_fmt(expected)} ({meaning}), got {_fmt(x.shape)}')
+
+
+def _check_mask(kernel: str, mask: Array, shape: Sequence[int], meaning: str) -> None:
+  _check(mask.dtype == jnp.bool_, kernel,
+         f'mask must be a boolean {meaning} array (True = valid position), got '
+         f'{mask.dtype}; an additive 0/-inf mask is not accepted: pass additive_mask == 0')
+  _check_shape(kernel, 'mask', mask, shape, meaning)
+
+
+# --------------------------------------------------------------------------
 # 1. Elementary kernels.
 # --------------------------------------------------------------------------
 def softstair(x: Array, temperature: float = SOFTSTAIR_TEMPERATURE) -> Array:
   """Eq. 14: softstair(x) = floor(x) + sigmoid(tau (x - floor(x) - 0.5)).
 
   A differentiable staircase: near-integer valued, with gradient concentrated
-  at the half-integers. `floor` contributes no gradient.
+  at the half-integers. `floor` contributes no gradient. Computed in at least
+  float32 (x - floor(x) loses every fractional bit of a bfloat16 x >= 256).
   """
-  floor = jnp.floor(x)
-  return floor + jax.nn.sigmoid(temperature * (x - floor - 0.5))
+  x = jnp.asarray(x)
+  xw = _cast(x, at_least_float32(_dtype(x)))
+  floor = jnp.floor(xw)
+  return _cast(floor + jax.nn.sigmoid(temperature * (xw - floor - 0.5)), x.dtype)
 
 
 def leaky_clamp(x: Array, lower: float = 0.0, upper: float = 1.0,
@@ -132,32 +152,39 @@ def leaky_clamp(x: Array, lower: float = 0.0, upper: float = 1.0,
   return jnp.maximum(lower + slope * x, jnp.minimum(upper + slope * x, x))
 
 
-def stepsize(lengths: Array) -> Array:
+def stepsize(lengths: Array, dtype: DType = jnp.float32) -> Array:
   """Eq. 7: the distance between neighbouring normalised positions, 1/max(1, s-1).
 
   lengths: [...] int, the number of valid encoder positions s (START/END
-  included). Returns float32 [...].
+  included). Returns [...] in `dtype`.
   """
-  return 1.0 / jnp.maximum(1, lengths - 1).astype(jnp.float32)
+  return 1.0 / jnp.maximum(1, jnp.asarray(lengths) - 1).astype(dtype)
 
 
-def normalized_positions(lengths: Array, max_len: int) -> Array:
+def normalized_positions(lengths: Array, max_len: int, dtype: DType = jnp.float32) -> Array:
   """Eq. 7: norm(i) = i / max(1, length - 1), for i = 0 ... max_len - 1.
 
-  lengths: [B] (or any [...]) ints. Returns float32 [..., max_len]. Values past
-  a row's length exceed 1; callers mask them.
+  lengths: [B] (or any [...]) ints. Returns [..., max_len] in `dtype`. Values
+  past a row's length exceed 1; callers mask them.
   """
-  idx = jnp.arange(max_len, dtype=jnp.float32)
-  return idx * stepsize(lengths)[..., None]
+  idx = jnp.arange(max_len, dtype=dtype)
+  return idx * stepsize(lengths, dtype)[..., None]
 
 
 def location_sigma(raw: Array, lengths: Array,
                    min_sigma: float = MIN_SIGMA) -> Array:
   """Eq. 10: sigma_t = (ReLU(w_sigma . l_t) + min_sigma) / s.
 
-  raw: [...] the linear read-out w_sigma . l_t; lengths: [...] valid positions s.
+  raw: [B] (any [...]) the linear read-out w_sigma . l_t; lengths: the same
+  shape, valid positions s. Returns raw's shape and dtype. A row with s = 0 (a
+  row padded out of a fixed-shape batch) divides by 1 instead: its Gaussian
+  has no valid position anyway, and sigma = inf gave NaN gradients.
   """
-  return (jax.nn.relu(raw) + min_sigma) / lengths.astype(jnp.float32)
+  raw, lengths = jnp.asarray(raw), jnp.asarray(lengths)
+  _check_shape('location_sigma', 'raw', raw, lengths.shape, 'the shape of lengths')
+  work = at_least_float32(_dtype(raw))
+  s = jnp.maximum(lengths, 1).astype(work)
+  return _cast((jax.nn.relu(_cast(raw, work)) + min_sigma) / s, raw.dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,9 +221,11 @@ def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
   with n = 1, or n = S (the padded width, positions.shape[-1]) under the
   authors' code's normaliser (`LocationNormaliser`).
 
-  mu, sigma: [...]; positions, mask: [..., S]. Returns [..., S]: 0 at masked
-  positions, summing to 1 over the valid ones (unless every weight underflows,
-  as in the reference code, in which case it is all 0).
+  mu, sigma: [B] (any [...]); positions: [B, S] float; mask: [B, S] bool.
+  Returns [B, S] in the dtype of mu and sigma (computed in at least float32): 0
+  at masked positions, summing to 1 over the valid ones (unless every weight
+  underflows, as in the reference code, in which case it is all 0; a row with
+  no valid position is all 0, with zero gradients).
 
   Computed with a max-shift, which is the same function in exact arithmetic:
   with a_i = -z_i^2 / 2 and c = max_i a_i (no gradient through c),
@@ -206,71 +235,121 @@ def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
   got NaN gradients (seen with MonoAttn on Inv ReCopy). This form's
   gradients stay finite.
   """
-  mask = mask.astype(bool)
+  mu, sigma = jnp.asarray(mu), jnp.asarray(sigma)
+  positions, mask = jnp.asarray(positions), jnp.asarray(mask)
+  kernel = 'gaussian_location_attention'
+  _check(positions.ndim >= 1, kernel, f'positions must be [B, S], got {_fmt(positions.shape)}')
+  _check_shape(kernel, 'mu', mu, positions.shape[:-1], 'positions.shape[:-1] ([B])')
+  _check_shape(kernel, 'sigma', sigma, positions.shape[:-1], 'positions.shape[:-1] ([B])')
+  _check_mask(kernel, mask, positions.shape, '[B, S] (the shape of positions)')
+  out_dtype = _dtype(mu, sigma)
+  work = at_least_float32(jnp.result_type(out_dtype, positions.dtype))
   n_eps = mask.shape[-1] if normaliser.eps_per_position else 1
-  z = (positions - mu[..., None]) / sigma[..., None]
+  z = (_cast(positions, work) - _cast(mu, work)[..., None]) / _cast(sigma, work)[..., None]
   log_lam = jnp.where(mask, -0.5 * z * z, -jnp.inf)
   shift = jax.lax.stop_gradient(jnp.max(log_lam, axis=-1, keepdims=True))
   shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
   lam = jnp.where(mask, jnp.exp(log_lam - shift), 0.0)
-  return lam / (jnp.sum(lam, axis=-1, keepdims=True) + (n_eps * eps) * jnp.exp(-shift))
+  denominator = jnp.sum(lam, axis=-1, keepdims=True) + (n_eps * eps) * jnp.exp(-shift)
+  # A row without valid positions: lam = 0 over eps, whose derivative 1/eps^2
+  # overflows to inf (inf * 0 = NaN); divide by 1 there instead.
+  denominator = jnp.where(jnp.any(mask, axis=-1, keepdims=True), denominator, 1.0)
+  return _cast(lam / denominator, out_dtype)
 
 
 def attended_position(weights: Array, positions: Array) -> Array:
-  """pa_t = sum_i a_ti norm(i) (§5.1): the expected attended position. [..., S] -> [...]."""
-  return jnp.sum(weights * positions, axis=-1)
+  """pa_t = sum_i a_ti norm(i) (§5.1): the expected attended position.
+
+  weights: [B, S]; positions: [B, S] (any matching [..., S]). Returns [B] in
+  the weights' dtype, summed in at least float32.
+  """
+  weights, positions = jnp.asarray(weights), jnp.asarray(positions)
+  _check_shape('attended_position', 'positions', positions, weights.shape,
+               'the shape of weights ([B, S])')
+  work = at_least_float32(_dtype(weights, positions))
+  return _cast(jnp.sum(_cast(weights, work) * _cast(positions, work), axis=-1),
+               _dtype(weights))
 
 
 def masked_softmax(scores: Array, mask: Array) -> Array:
-  """Softmax over the last axis restricted to `mask`; exactly 0 at masked positions."""
-  mask = mask.astype(bool)
-  scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-  weights = jax.nn.softmax(scores, axis=-1)
-  return jnp.where(mask, weights, 0.0)
+  """Softmax over the last axis restricted to `mask`; exactly 0 at masked positions.
+
+  scores: [B, S] (any [..., S]); mask: bool, the same shape. Returns the scores'
+  shape and dtype; the softmax runs in at least float32.
+  """
+  scores, mask = jnp.asarray(scores), jnp.asarray(mask)
+  _check_mask('masked_softmax', mask, scores.shape, '[B, S] (the shape of scores)')
+  work = at_least_float32(_dtype(scores))
+  scores_w = jnp.where(mask, _cast(scores, work), jnp.finfo(work).min)
+  weights = jax.nn.softmax(scores_w, axis=-1)
+  return _cast(jnp.where(mask, weights, 0.0), _dtype(scores))
 
 
-def content_scores(query: Array, keys: Array, dim: Optional[int] = None) -> Array:
+def content_scores(query: Array, keys: Array, dim: Optional[int] = None,
+                   out_dtype: Optional[DType] = None) -> Array:
   """Eq. 1: c_ti = q_t . k_i / sqrt(d_k), d_k = `dim` (default: the query's width).
 
-  query [..., D], keys [..., S, D] -> [..., S]. `dim` differs from D when W_q
-  has been folded into the keys (`fold_params`): D is then the model width,
-  d_k the query/key width.
+  query [B, Q], keys [B, S, Q] (any [..., Q] and [..., S, Q]) -> [B, S]. `dim`
+  differs from Q when W_q has been folded into the keys (`fold_params`): Q is
+  then the model width, d_k the query/key width. The product accumulates in at
+  least float32; out_dtype: the scores' dtype (default: the inputs').
   """
+  query, keys = jnp.asarray(query), jnp.asarray(keys)
+  _check(keys.ndim == query.ndim + 1 and keys.shape[-1] == query.shape[-1],
+         'content_scores', f'keys must be [B, S, Q] for a query [B, Q]; got query '
+         f'{_fmt(query.shape)}, keys {_fmt(keys.shape)}')
+  dtype = _dtype(query, keys)
+  work = at_least_float32(dtype)
   scale = math.sqrt(dim if dim is not None else query.shape[-1])
-  return jnp.einsum('...d,...sd->...s', query, keys) / scale
+  scores = jnp.einsum('...d,...sd->...s', query, keys, preferred_element_type=work)
+  return _cast(scores / scale, dtype if out_dtype is None else out_dtype)
 
 
-def sinusoidal_embedding(positions: Array, dim: int) -> Array:
+def sinusoidal_embedding(positions: Array, dim: int, dtype: DType = jnp.float32) -> Array:
   """Fixed sinusoidal embedding of (possibly negative) positions (Eq. 3).
 
   pe(k) = [sin(k w_0), ..., sin(k w_{D/2-1}), cos(k w_0), ..., cos(k w_{D/2-1})],
-  w_j = 10000^(-2j/D) (Transformer-XL's concatenated layout). positions [...] -> [..., D].
+  w_j = 10000^(-2j/D) (Transformer-XL's concatenated layout). positions [...]
+  -> [..., D] in `dtype` (computed in at least float32).
   """
-  inv_freq = 1.0 / (10000.0 ** (jnp.arange(0, dim, 2, dtype=jnp.float32) / dim))
-  angles = positions.astype(jnp.float32)[..., None] * inv_freq
-  return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+  work = at_least_float32(dtype)
+  inv_freq = 1.0 / (10000.0 ** (jnp.arange(0, dim, 2, dtype=work) / dim))
+  angles = jnp.asarray(positions).astype(work)[..., None] * inv_freq
+  return _cast(jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1), jnp.dtype(dtype))
 
 
 def relative_scores(query: Array, keys: Array, rel_embedding: Array,
                     rel_kernel: Array, content_bias: Array,
-                    position_bias: Array) -> Array:
+                    position_bias: Array, out_dtype: Optional[DType] = None) -> Array:
   """Eq. 3-4 (Transformer-XL): relative-position attention scores.
 
-    c_ti = (q + b_1) . k_i / sqrt(D) + (q + b_2) . (W_r pe_{i-t+1}) / sqrt(D)
+    c_ti = (q + b_1) . k_i / sqrt(Q) + (q + b_2) . (W_r pe_{i-t+1}) / sqrt(Q)
 
-  query: [B, D]; keys: [B, S, D]; rel_embedding: [S, D] or [B, S, D], the
-  sinusoidal pe of the distance i - (t-1) of each key from the query step;
-  rel_kernel: [D, D], W_r applied as `pe @ rel_kernel`; content_bias (b_1),
-  position_bias (b_2): [D]. Returns [B, S].
+  query: [B, Q]; keys: [B, S, Q]; rel_embedding: [S, P] or [B, S, P], the
+  sinusoidal pe (P wide: the model width D, as the authors' code) of the
+  distance i - (t-1) of each key from the query step; rel_kernel: [P, Q], W_r
+  applied as `pe @ rel_kernel`; content_bias (b_1), position_bias (b_2): [Q].
+  Returns [B, S] in the dtype of query and keys (out_dtype to override).
   """
-  content = content_scores(query + content_bias, keys)
-  # (q + b_2) . (pe W_r) = ((q + b_2) W_r^T) . pe: one [B, D] x [D, D] product
+  query, keys = jnp.asarray(query), jnp.asarray(keys)
+  rel_embedding, rel_kernel = jnp.asarray(rel_embedding), jnp.asarray(rel_kernel)
+  q_dim = query.shape[-1]
+  _check(rel_kernel.ndim == 2 and rel_kernel.shape[1] == q_dim, 'relative_scores',
+         f'rel_kernel must be [P, Q] with Q = {q_dim} (the query width), got '
+         f'{_fmt(rel_kernel.shape)}')
+  _check(rel_embedding.ndim in (2, 3) and rel_embedding.shape[-1] == rel_kernel.shape[0],
+         'relative_scores', f'rel_embedding must be [S, P] or [B, S, P] with P = '
+         f'{rel_kernel.shape[0]} (rel_kernel.shape[0]), got {_fmt(rel_embedding.shape)}')
+  dtype = _dtype(query, keys) if out_dtype is None else out_dtype
+  content = content_scores(query + content_bias, keys, out_dtype=at_least_float32(dtype))
+  # (q + b_2) . (pe W_r) = ((q + b_2) W_r^T) . pe: one [B, Q] x [Q, P] product
   # instead of projecting all S embeddings at every step.
   projected = (query + position_bias) @ rel_kernel.T
   if rel_embedding.ndim == 2:
     rel_embedding = rel_embedding[None]
-  position = content_scores(projected, rel_embedding)
-  return content + position
+  position = content_scores(projected, rel_embedding, dim=q_dim,
+                            out_dtype=at_least_float32(dtype))
+  return _cast(content + position, dtype)
 
 
 def rotary_embedding(x: Array, positions: Array, base: float = ROPE_BASE) -> Array:
@@ -278,14 +357,19 @@ def rotary_embedding(x: Array, positions: Array, base: float = ROPE_BASE) -> Arr
 
   Rotates channel pairs (x_j, x_{j+D/2}) by the angle p * base^(-2j/D):
     [x1 cos - x2 sin, x1 sin + x2 cos].
-  x: [..., D]; positions: broadcastable to x.shape[:-1]. Returns [..., D].
+  x: [..., D]; positions: broadcastable to x.shape[:-1]. Returns x's shape and
+  dtype (the angles and rotation in at least float32).
   """
+  x = jnp.asarray(x)
+  work = at_least_float32(_dtype(x))
   half = x.shape[-1] // 2
-  inv_freq = 1.0 / (base ** (jnp.arange(half, dtype=jnp.float32) * 2.0 / x.shape[-1]))
-  angles = jnp.asarray(positions, jnp.float32)[..., None] * inv_freq
+  inv_freq = 1.0 / (base ** (jnp.arange(half, dtype=work) * 2.0 / x.shape[-1]))
+  angles = jnp.asarray(positions).astype(work)[..., None] * inv_freq
   cos, sin = jnp.cos(angles), jnp.sin(angles)
-  x1, x2 = x[..., :half], x[..., half:]
-  return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+  xw = _cast(x, work)
+  x1, x2 = xw[..., :half], xw[..., half:]
+  return _cast(jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1),
+               _dtype(x))
 
 
 def reverse_valid(x: Array, lengths: Array) -> Array:
@@ -293,6 +377,9 @@ def reverse_valid(x: Array, lengths: Array) -> Array:
 
   x: [B, S, ...]; lengths: [B]. Used for e_rev (§2.2) and the backward GRU.
   """
+  x, lengths = jnp.asarray(x), jnp.asarray(lengths)
+  _check(x.ndim >= 2, 'reverse_valid', f'x must be [B, S, ...], got {_fmt(x.shape)}')
+  _check_shape('reverse_valid', 'lengths', lengths, x.shape[:1], 'x.shape[:1] ([B])')
   s = x.shape[1]
   idx = jnp.arange(s)[None, :]
   src = jnp.where(idx < lengths[:, None], lengths[:, None] - 1 - idx, idx)
@@ -307,9 +394,14 @@ def direction_gate(logit: Array, scale: float = DIRECTION_SCALE) -> Array:
 def direction_mixing(encoded: Array, lengths: Array, alpha: Array) -> Array:
   """Eq. 18: e_dir = alpha e + (1 - alpha) e_rev.
 
-  encoded: [B, S, D]; lengths: [B] valid positions; alpha: [B]. Returns [B, S, D].
+  encoded: [B, S, D]; lengths: [B] valid positions; alpha: [B]. Returns
+  [B, S, D] in the dtype of `encoded`.
   """
-  a = alpha[:, None, None]
+  encoded, alpha = jnp.asarray(encoded), jnp.asarray(alpha)
+  _check(encoded.ndim == 3, 'direction_mixing',
+         f'encoded must be [B, S, D], got {_fmt(encoded.shape)}')
+  _check_shape('direction_mixing', 'alpha', alpha, encoded.shape[:1], 'encoded.shape[:1] ([B])')
+  a = _cast(alpha, encoded.dtype)[:, None, None]
   return a * encoded + (1.0 - a) * reverse_valid(encoded, lengths)
 
 
@@ -319,9 +411,14 @@ def input_attention(weights: Array, alpha: Array, lengths: Array) -> Array:
   e_dir_i = alpha e_i + (1 - alpha) e_rev(i), so a weight a_i on e_dir_i is a
   weight alpha a_i on position i and (1 - alpha) a_i on its mirror rev(i):
     input_weights = alpha a + (1 - alpha) reverse_valid(a).
-  weights: [B, T, S]; alpha, lengths: [B]. Returns [B, T, S], still summing to 1.
+  weights: [B, T, S]; alpha, lengths: [B]. Returns [B, T, S] in the weights'
+  dtype, still summing to 1.
   """
-  a = alpha[:, None, None]
+  weights, alpha = jnp.asarray(weights), jnp.asarray(alpha)
+  _check(weights.ndim == 3, 'input_attention',
+         f'weights must be [B, T, S], got {_fmt(weights.shape)}')
+  _check_shape('input_attention', 'alpha', alpha, weights.shape[:1], 'weights.shape[:1] ([B])')
+  a = _cast(alpha, weights.dtype)[:, None, None]
   mirrored = jnp.swapaxes(reverse_valid(jnp.swapaxes(weights, 1, 2), lengths), 1, 2)
   return a * weights + (1.0 - a) * mirrored
 
@@ -330,15 +427,33 @@ def content_mixing(location_weights: Array, content_weights: Array,
                    mix: Array) -> Array:
   """Eq. 15-16: a_t = m_t lambda'_t + (1 - m_t) softmax(c_t).
 
-  location_weights, content_weights: [..., S]; mix: [...] in [0, 1].
+  location_weights, content_weights: [B, S] (any [..., S]); mix: [B] in [0, 1].
+  Returns the dtype of the two weights.
   """
-  m = mix[..., None]
+  location_weights, content_weights = jnp.asarray(location_weights), jnp.asarray(content_weights)
+  mix = jnp.asarray(mix)
+  _check_shape('content_mixing', 'content_weights', content_weights, location_weights.shape,
+               'the shape of location_weights ([B, S])')
+  _check_shape('content_mixing', 'mix', mix, location_weights.shape[:-1],
+               'location_weights.shape[:-1] ([B])')
+  m = _cast(mix, _dtype(location_weights, content_weights))[..., None]
   return m * location_weights + (1.0 - m) * content_weights
 
 
 # --------------------------------------------------------------------------
 # 2. Location rules: step activations and mu updates.
 # --------------------------------------------------------------------------
+def _at_work(fn: Callable[..., Array]) -> Callable[..., Array]:
+  """fn computed in at least float32 and returned in the dtype of its first argument."""
+  @functools.wraps(fn)
+  def wrapped(x, *args, **kwargs):
+    x = jnp.asarray(x)
+    work = at_least_float32(_dtype(x))
+    return _cast(fn(_cast(x, work), *args, **kwargs), _dtype(x))
+  return wrapped
+
+
+@_at_work
 def sigmoid_step(rho: Array) -> Array:
   """§5.3 (OneStepAttn): step = sigmoid(5 rho), in (0, 1)."""
   return jax.nn.sigmoid(SIGMOID_STEP_SCALE * rho)
@@ -359,18 +474,34 @@ def free_step(rho: Array) -> Array:
   return rho
 
 
+@_at_work
 def mono_step(rho: Array, gate_logit: Array) -> Array:
   """Eq. 19 (MonoAttn): step = g sigmoid(5 rho) + (1 - g) ReLU(rho), g = sigmoid(p).
 
-  gate_logit: the learned scalar p.
+  gate_logit: the learned scalar p. Returns rho's dtype.
   """
-  g = jax.nn.sigmoid(gate_logit)
+  g = _cast(jax.nn.sigmoid(jnp.asarray(gate_logit)), rho.dtype)
   return g * jax.nn.sigmoid(SIGMOID_STEP_SCALE * rho) + (1.0 - g) * jax.nn.relu(rho)
 
 
+def _mu_dtypes(kernel: str, pa_prev: Array, **others: Array):
+  """(pa_prev's dtype, the dtype mu is computed in); checks that every [B] input
+  of a mu update has pa_prev's shape."""
+  pa_prev = jnp.asarray(pa_prev)
+  for name, x in others.items():
+    _check_shape(kernel, name, jnp.asarray(x), pa_prev.shape, 'the shape of pa_prev, [B]')
+  return _dtype(pa_prev), at_least_float32(_dtype(pa_prev, *others.values()))
+
+
 def monotonic_mu(step: Array, pa_prev: Array, step_size: Array) -> Array:
-  """§5.3-5.4 (OneStep, Mono, RMono and the ablations): mu_t = pa_{t-1} + step * stepsize."""
-  return pa_prev + step * step_size
+  """§5.3-5.4 (OneStep, Mono, RMono and the ablations): mu_t = pa_{t-1} + step * stepsize.
+
+  step, pa_prev, step_size: [B]. Returns pa_prev's dtype (computed in at least float32).
+  """
+  out, work = _mu_dtypes('monotonic_mu', pa_prev, step=step, step_size=step_size)
+  mu = _cast(jnp.asarray(pa_prev), work) + _cast(jnp.asarray(step), work) * _cast(
+      jnp.asarray(step_size), work)
+  return _cast(mu, out)
 
 
 def dubois_mu(step: Array, rho_prev: Array, rho_bias: Array, pa_prev: Array,
@@ -378,8 +509,15 @@ def dubois_mu(step: Array, rho_prev: Array, rho_bias: Array, pa_prev: Array,
   """Eq. 11-13 (Dubois et al.'s LocAttn), before clamping:
 
     mu_t = step * stepsize + sigmoid(rho_2) pa_{t-1} + sigmoid(rho_3)
+
+  Every input [B]. Returns pa_prev's dtype (computed in at least float32).
   """
-  return step * step_size + jax.nn.sigmoid(rho_prev) * pa_prev + jax.nn.sigmoid(rho_bias)
+  out, work = _mu_dtypes('dubois_mu', pa_prev, step=step, rho_prev=rho_prev,
+                          rho_bias=rho_bias, step_size=step_size)
+  step, rho_prev, rho_bias, pa_prev, step_size = (
+      _cast(jnp.asarray(x), work) for x in (step, rho_prev, rho_bias, pa_prev, step_size))
+  mu = step * step_size + jax.nn.sigmoid(rho_prev) * pa_prev + jax.nn.sigmoid(rho_bias)
+  return _cast(mu, out)
 
 
 def dubois_s_mu(step: Array, rho_bias: Array, pa_prev: Array, step_size: Array,
@@ -388,8 +526,15 @@ def dubois_s_mu(step: Array, rho_bias: Array, pa_prev: Array, step_size: Array,
   offset at the first step, pa_{t-1} after it.
 
     mu_1 = step * stepsize + sigmoid(rho_2);  mu_t = step * stepsize + pa_{t-1}
+
+  step, rho_bias, pa_prev, step_size: [B]; is_first: [] bool. Returns pa_prev's
+  dtype (computed in at least float32).
   """
-  return step * step_size + jnp.where(is_first, jax.nn.sigmoid(rho_bias), pa_prev)
+  out, work = _mu_dtypes('dubois_s_mu', pa_prev, step=step, rho_bias=rho_bias,
+                          step_size=step_size)
+  step, rho_bias, pa_prev, step_size = (
+      _cast(jnp.asarray(x), work) for x in (step, rho_bias, pa_prev, step_size))
+  return _cast(step * step_size + jnp.where(is_first, jax.nn.sigmoid(rho_bias), pa_prev), out)
 
 
 # Mu updates in the one signature a LocationRule calls:
@@ -529,41 +674,47 @@ class LocationRule:
 def _content_score(q, memory, carry, params):
   """Eq. 1 on the (direction-mixed) keys; W_q is folded into them."""
   del carry
-  return content_scores(q, memory.keys, params.qk_dim)
+  return content_scores(q, memory.keys, params.qk_dim, out_dtype=at_least_float32(q.dtype))
 
 
 def _relative_score(q, memory, carry, params):
-  """Eq. 3-4: key i sits at distance i - (t-1) from the query of step t."""
-  distance = jnp.arange(memory.mask.shape[-1]) - carry.t
-  pe = sinusoidal_embedding(distance, q.shape[-1])
+  """Eq. 3-4: key i sits at distance i - (t-1) from the query of step t. The
+  sinusoids are W_r's input width wide (the model width D, as the authors' code:
+  sinusoids of width qD projected to Q by forward_position_linear)."""
   p = params.score
+  distance = jnp.arange(memory.mask.shape[-1]) - carry.t
+  pe = sinusoidal_embedding(distance, p['rel_kernel'].shape[0], q.dtype)
   return relative_scores(q, memory.keys, pe, p['rel_kernel'], p['content_bias'],
-                         p['position_bias'])
+                         p['position_bias'], out_dtype=at_least_float32(q.dtype))
 
 
 def _rope_score(q, memory, carry, params):
   """App. B: q rotated by its step index t-1 (the keys were rotated by i beforehand)."""
   del params
-  return content_scores(rotary_embedding(q, carry.t), memory.keys)
+  return content_scores(rotary_embedding(q, carry.t), memory.keys,
+                        out_dtype=at_least_float32(q.dtype))
 
 
 def _rotate_keys(keys: Array, index: Array) -> Array:
   return rotary_embedding(keys, index)
 
 
-_QK = lambda dims: (dims.qk, dims.qk)
+_MODEL_QK = lambda dims: (dims.model, dims.qk)
 _VEC = lambda dims: (dims.qk,)
 
 CONTENT = ScoreBranch('content', _content_score, fold_query=True)
-# The authors' code (heads = 1 in all their configs) projects the sinusoids of
-# width qD (the decoder width) with forward_position_linear [qk, qD], xavier-uniform:
-# its fans are (model, qk) whatever the width of our sinusoids.
+# W_r [D, Q]: the authors' code (heads = 1 in all their configs) projects sinusoids
+# of width qD (the decoder width D) with forward_position_linear [Q, qD],
+# xavier-uniform (fans D and Q), and so does this one (Glorot on [D, Q] is the same
+# distribution). Per step: q W_q (2DQ), (q + b_2) W_r^T (2QD), the S content and
+# the S position dot products (2SQ + 2SD).
 RELATIVE = ScoreBranch(
     'relative', _relative_score,
-    params=(ParamDef('rel_kernel', _QK, glorot,
+    params=(ParamDef('rel_kernel', _MODEL_QK, glorot,
                      _authors_xavier(lambda dims: dims.model, lambda dims: dims.qk)),
             ParamDef('content_bias', _VEC, zeros), ParamDef('position_bias', _VEC, zeros)),
-    step_flops=lambda dims, s: 2 * (2 * dims.model * dims.qk + 2 * s * dims.qk))
+    step_flops=lambda dims, s: (4 * dims.model * dims.qk + 2 * s * dims.qk
+                                + 2 * s * dims.model))
 ROPE = ScoreBranch('rope', _rope_score, prepare_keys=_rotate_keys)
 
 SCORE_BRANCHES: Dict[str, ScoreBranch] = {b.name: b for b in (CONTENT, RELATIVE, ROPE)}
@@ -592,10 +743,14 @@ def location_mu(rule: LocationRule, rho: Array, pa_prev: Array, step_size: Array
                 tap: Tap = apply_tap):
   """Applies `rule` to the rho read-out. Returns (mu [...], step [...]).
 
-  rho: [..., rule.num_rho]; pa_prev, step_size: [...]; is_first: [] bool;
-  rule_params: the rule's own learned arrays by name (e.g. {'gate_logit': p});
-  tap: how the step reads them (see `attention_step`).
+  rho: [B, rule.num_rho]; pa_prev, step_size: [B] (any [...] for B); is_first:
+  [] bool; rule_params: the rule's own learned arrays by name (e.g.
+  {'gate_logit': p}); tap: how the step reads them (see `attention_step`).
+  mu has pa_prev's dtype, step rho's.
   """
+  rho, pa_prev = jnp.asarray(rho), jnp.asarray(pa_prev)
+  _check_shape('location_mu', 'rho', rho, pa_prev.shape + (rule.num_rho,),
+               f'[B, num_rho] for pa_prev [B]; rule {rule.name!r} reads {rule.num_rho} rho')
   step = tap(functools.partial(_rule_step, rule), rho[..., 0], dict(rule_params or {}))
   mu = rule.update(step, rho, pa_prev, step_size, is_first)
   if rule.clamp:
@@ -607,24 +762,25 @@ def _rule_step(rule: LocationRule, rho_1: Array, rule_params: Mapping[str, Array
   return rule.step(rho_1, **rule_params)
 
 
-# The location read-outs of Eq. 9-10: l_t = W_l h + b_l, sigma from w_sigma . l_t
-# (+ b_sigma, this library's bias, `Variant.sigma_bias`; see BUILD_NOTES), rho = W_rho l_t.
+# The location read-outs of Eq. 9-10: l_t = W_l h + b_l (W_l: [D, Q], so l_t is Q
+# wide), sigma from w_sigma . l_t (+ b_sigma, this library's bias,
+# `Variant.sigma_bias`; see BUILD_NOTES), rho = W_rho l_t.
 # authors_init: the authors' code (Multiheaded_{Monotonic,GRUMix,Ablation}_Attention,
 # heads = 1, d = qk) has W_l = position_state_linear [qk, qD], xavier weight and torch's
 # default U(+-1/sqrt(qD)) bias; w_sigma = Wsigma [1, qk, 1] and W_rho = Wrho [1, qk, K],
 # xavier over those 3-d shapes (torch fans: fan_in = qk * K, fan_out = 1 * K);
 # no sigma bias; f_mix = mix_scorer [1, qD], xavier weight, U(+-1/sqrt(qD)) bias.
-_LOC_KERNEL = ParamDef('loc_kernel', lambda dims: (dims.model, dims.model), glorot,
+_LOC_KERNEL = ParamDef('loc_kernel', lambda dims: (dims.model, dims.qk), glorot,
                        _authors_xavier(lambda dims: dims.model, lambda dims: dims.qk))
-_LOC_BIAS = ParamDef('loc_bias', lambda dims: (dims.model,), zeros,
+_LOC_BIAS = ParamDef('loc_bias', lambda dims: (dims.qk,), zeros,
                      lambda dims: torch_linear_init(dims.model))
-_SIGMA_KERNEL = ParamDef('sigma_kernel', lambda dims: (dims.model, 1), glorot,
+_SIGMA_KERNEL = ParamDef('sigma_kernel', lambda dims: (dims.qk, 1), glorot,
                          _authors_xavier(lambda dims: dims.qk, lambda dims: 1))
 _SIGMA_BIAS = ParamDef('sigma_bias', lambda dims: (), zeros)
 
 
 def _rho_kernel(num_rho: int) -> ParamDef:
-  return ParamDef('rho_kernel', lambda dims: (dims.model, num_rho), glorot,
+  return ParamDef('rho_kernel', lambda dims: (dims.qk, num_rho), glorot,
                   _authors_xavier(lambda dims: dims.qk * num_rho, lambda dims: num_rho))
 
 
@@ -695,8 +851,8 @@ class Variant:
 class AttentionParams:
   """The arrays one attention step reads, in their exactly folded forms (`fold_params`).
 
-  key: [D_enc, qk] the key projection W_k (content: W_k W_q^T), or None.
-  query: [D, qk] W_q, or None (no softmax branch, or folded into `key`).
+  key: [D_enc, Q] the key projection W_k (content: W_k W_q^T), or None.
+  query: [D, Q] W_q, or None (no softmax branch, or folded into `key`).
   score: the score branch's own arrays by name (e.g. 'rel_kernel').
   readout_kernel, readout_bias: [D, 1 + K], [1 + K]: the sigma and rho
     read-outs with W_l folded in, or None (no location rule).
@@ -718,20 +874,28 @@ class AttentionParams:
 
 
 def fold_params(variant: Variant, raw: Mapping[str, Array],
-                out_next: Optional[Array] = None) -> AttentionParams:
+                out_next: Optional[Array] = None,
+                dtype: Optional[DType] = None) -> AttentionParams:
   """Turns the raw arrays of `variant.param_defs()` into `AttentionParams`.
 
   Every fold is an exact rewrite:
     * content scores: q.k_i = (W_q^T h).(W_k^T e_i) = h.((W_k W_q^T)^T e_i), so
       W_q is folded into the key projection (one product per position, none per step);
-    * location read-outs: l_t = W_l h + b_l is only read through w_sigma . l_t
-      and W_rho l_t, so [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) +
+    * location read-outs: l_t = W_l h + b_l (W_l: [D, Q]) is only read through
+      w_sigma . l_t and W_rho l_t, so [sigma_raw, rho] = h (W_l [w_sigma | W_rho]) +
       (b_l [w_sigma | W_rho] + [b_sigma, 0]): one [D, 1 + K] product per step
-      instead of a [D, D] one (b_sigma only where `variant.sigma_bias`);
+      instead of a [D, Q] one (b_sigma only where `variant.sigma_bias`);
     * out_next [D, M]: a linear map the caller applies to o_t (the decoder
       GRU's input projection), folded into f_o.
+
+  The folds run in the raw arrays' precision. dtype: the computation dtype
+  (Flax's `dtype`; default: the raw arrays'): the keys, queries, score arrays and
+  f_o are cast to it; the location read-outs, the rule's arrays and f_mix, which
+  feed the location recurrence, are kept in `at_least_float32(dtype)`.
   """
   raw = {k: jnp.asarray(v) for k, v in raw.items()}
+  dtype = jnp.dtype(_dtype(*raw.values()) if dtype is None else dtype)
+  location = at_least_float32(dtype)
   key = query = readout_kernel = readout_bias = mix_kernel = mix_bias = None
   score, rule = {}, {}
   qk_dim = 0
@@ -740,17 +904,21 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
     qk_dim = int(query.shape[-1])
     if variant.scores.fold_query:
       key, query = key @ query.T, None
-    score = {p.name: raw[p.name] for p in variant.scores.params}
+    key = _cast(key, dtype)
+    query = None if query is None else _cast(query, dtype)
+    score = {p.name: _cast(raw[p.name], dtype) for p in variant.scores.params}
   if variant.location is not None:
-    heads = jnp.concatenate([raw['sigma_kernel'], raw['rho_kernel']], axis=1)   # [D, 1 + K]
-    readout_kernel = raw['loc_kernel'] @ heads
+    heads = jnp.concatenate([raw['sigma_kernel'], raw['rho_kernel']], axis=1)   # [Q, 1 + K]
+    readout_kernel = _cast(raw['loc_kernel'] @ heads, location)                 # [D, 1 + K]
     readout_bias = raw['loc_bias'] @ heads
     if variant.sigma_bias:
       readout_bias = readout_bias.at[0].add(raw['sigma_bias'])
-    rule = {p.name: raw[p.name] for p in variant.location.params}
+    readout_bias = _cast(readout_bias, location)
+    rule = {p.name: _cast(raw[p.name], location) for p in variant.location.params}
   if variant.mixes:
-    mix_kernel, mix_bias = raw['mix_kernel'][:, 0], raw['mix_bias']
-  out = raw['out'] if out_next is None else raw['out'] @ out_next
+    mix_kernel = _cast(raw['mix_kernel'][:, 0], location)
+    mix_bias = _cast(raw['mix_bias'], location)
+  out = _cast(raw['out'] if out_next is None else raw['out'] @ out_next, dtype)
   return AttentionParams(key, query, score, readout_kernel, readout_bias, rule,
                          mix_kernel, mix_bias, out, qk_dim)
 
@@ -758,11 +926,11 @@ def fold_params(variant: Variant, raw: Mapping[str, Array],
 class AttentionMemory(NamedTuple):
   """Per-sequence quantities computed once, before the decoder scan (`make_memory`).
 
-  keys: [B, S, qk] projected keys (RoPE-rotated for Bi-ROPE), or None when the
+  keys: [B, S, Q] projected keys (RoPE-rotated for Bi-ROPE), or None when the
     variant has no softmax branch.
   values: [B, S, D_v] values.
   mask: [B, S] bool, valid encoder positions.
-  positions: [B, S] normalised positions norm(i) (Eq. 7).
+  positions: [B, S] normalised positions norm(i) (Eq. 7), in at least float32.
   lengths: [B] int, valid positions s (START and END included).
   """
   keys: Optional[Array]
@@ -774,18 +942,32 @@ class AttentionMemory(NamedTuple):
 
 def make_memory(variant: Variant, params: AttentionParams, encoded: Array,
                 values: Array, lengths: Array) -> AttentionMemory:
-  """The encoder side of the attention. encoded: [B, S, D_enc] (e, or e_dir for
-  Bi- variants); values: [B, S, D_v]; lengths: [B]."""
+  """The encoder side of the attention, once per sequence.
+
+  encoded: [B, S, D_enc], the keys' source: e, or for a variant with
+  `direction_mixing` e_dir = `direction_mixing`(e, lengths, alpha) (this
+  function does not mix directions; see `attention_step`); values: [B, S, D_v],
+  computed from the same e or e_dir; lengths: [B] ints. The keys are in
+  `params.key`'s dtype, the positions in at least float32.
+  """
+  encoded, values, lengths = jnp.asarray(encoded), jnp.asarray(values), jnp.asarray(lengths)
+  _check(encoded.ndim == 3, 'make_memory', f'encoded must be [B, S, D_enc], got '
+         f'{_fmt(encoded.shape)}')
+  _check(values.ndim == 3 and values.shape[:2] == encoded.shape[:2], 'make_memory',
+         f'values must be [B, S, D_v] with [B, S] = {_fmt(encoded.shape[:2])} (from encoded), '
+         f'got {_fmt(values.shape)}')
+  _check_shape('make_memory', 'lengths', lengths, encoded.shape[:1], 'encoded.shape[:1], [B]')
   max_len = encoded.shape[1]
   keys = None
   if variant.scores is not None:
-    keys = encoded @ params.key
+    keys = _cast(encoded, params.key.dtype) @ params.key
     if variant.scores.prepare_keys is not None:
       keys = variant.scores.prepare_keys(keys, jnp.arange(max_len)[None, :])
   return AttentionMemory(
       keys=keys, values=values,
       mask=jnp.arange(max_len)[None, :] < lengths[:, None],
-      positions=normalized_positions(lengths, max_len), lengths=lengths)
+      positions=normalized_positions(lengths, max_len, at_least_float32(_dtype(encoded))),
+      lengths=lengths)
 
 
 class AttentionCarry(NamedTuple):
@@ -794,9 +976,10 @@ class AttentionCarry(NamedTuple):
   t: Array
 
 
-def initial_carry(batch_size: int) -> AttentionCarry:
-  """pa_0 = 0, first step index 0."""
-  return AttentionCarry(jnp.zeros((batch_size,), jnp.float32), jnp.zeros((), jnp.int32))
+def initial_carry(batch_size: int, dtype: DType = jnp.float32) -> AttentionCarry:
+  """pa_0 = 0 ([batch_size] in `dtype`: a float64 model needs float64, and a bfloat16
+  model keeps its location recurrence in float32, `at_least_float32`), step index 0."""
+  return AttentionCarry(jnp.zeros((batch_size,), dtype), jnp.zeros((), jnp.int32))
 
 
 matmul, affine = tapped_scan.matmul, tapped_scan.affine
@@ -816,21 +999,48 @@ def _branch_scores(branch: ScoreBranch, memory: AttentionMemory, params: Attenti
                       params.replace(score=score_params))
 
 
+def _check_step_inputs(memory: AttentionMemory, query: Array, carry: AttentionCarry) -> None:
+  """Shapes of one step's inputs (memory.keys/values may be `tapped_scan`'s
+  placeholders: only their .shape and .dtype are read)."""
+  kernel = 'attention_step'
+  _check(len(query.shape) == 2, kernel,
+         f'query (h_(t-1)) must be [B, D], got {_fmt(query.shape)}')
+  b = query.shape[0]
+  mask = memory.mask
+  _check(len(mask.shape) == 2 and mask.shape[0] == b, kernel,
+         f'memory.mask must be [B, S] with B = {b} (from query), got {_fmt(mask.shape)}')
+  _check_mask(kernel, mask, mask.shape, '[B, S]')
+  s = mask.shape[1]
+  _check_shape(kernel, 'memory.positions', memory.positions, (b, s), '[B, S], as memory.mask')
+  _check_shape(kernel, 'memory.lengths', memory.lengths, (b,), '[B]')
+  values = memory.values.shape
+  _check(len(values) == 3 and tuple(values[:2]) == (b, s), kernel,
+         f'memory.values must be [B, S, D_v] with [B, S] = {_fmt((b, s))}, got {_fmt(values)}')
+  _check_shape(kernel, 'carry.pa_prev', carry.pa_prev, (b,), '[B], one pa_(t-1) per row')
+
+
 def attention_step(variant: Variant, params: AttentionParams, memory: AttentionMemory,
                    query: Array, carry: AttentionCarry, min_sigma: float = MIN_SIGMA,
                    tap: Tap = apply_tap):
-  """One cross-attention step (Eq. 1-19) of any variant.
+  """One cross-attention step (Eq. 1-16, 19) of any variant, for one decoder step.
 
-  Direction mixing (Eq. 17-18) is not done here: it changes the encoder side,
-  so `memory` must already be built from e_dir for Bi- variants
-  (`models.CrossAttention` does this; see `direction_mixing`).
+  Direction mixing (Eq. 17-18; the Bi- variants and every OneStep/Mono/RMono
+  variant, `variant.direction_mixing`) is NOT applied here. It changes the
+  encoder side, so it is applied once per sequence, before the steps, by the
+  caller: e_dir = `direction_mixing`(e, lengths, `direction_gate`(f_dir(e_cls))),
+  then the keys AND the values are computed from e_dir and `make_memory` gets
+  e_dir (`models.CrossAttention` does exactly this). Given a memory built from e,
+  this function cannot tell and attends over e: for such a variant that is the
+  model with alpha_dir = 1 (reading forwards only). Weights over e_dir map back
+  to input positions with `input_attention`.
 
   Args:
     variant: the variant.
     params: its folded arrays (`fold_params`).
-    memory: the encoder side (`make_memory`).
+    memory: the encoder side (`make_memory`), from e_dir when the variant mixes
+      directions (see above).
     query: [B, D] the decoder state h_{t-1}.
-    carry: pa_{t-1} and the step index.
+    carry: pa_{t-1} [B] and the step index.
     min_sigma: Eq. 10's floor.
     tap: how the step reads its loop invariants (`params` and memory.keys /
       memory.values): every use is `tap(op, x, w)` = op(x, w), so that
@@ -840,31 +1050,50 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
   Returns:
     (o_t [B, M], a_t [B, S], new carry, aux): o_t = (sum_i a_ti v_i) params.out;
     aux maps 'mu', 'sigma', 'step', 'mix' to [B] arrays where the variant has them.
+
+  Dtypes: the products with W_q, the keys and the values run in the memory's
+  dtype (memory.values.dtype; the query is cast to it), and o_t and a_t have it;
+  the location read-out reads the query in at least float32; the location
+  recurrence and the softmax run in at least float32; the carry and aux have
+  carry.pa_prev's dtype. (`models.Seq2Seq` passes a float32 h_{t-1} and carry
+  with a bfloat16 memory.)
   """
+  _check_step_inputs(memory, query, carry)
+  work = at_least_float32(_dtype(query, carry.pa_prev))
+  compute = memory.values.dtype
+  carry_dtype = carry.pa_prev.dtype
+  pa_prev = _cast(carry.pa_prev, work)
   aux = {}
   softmax_weights = None
   if variant.scores is not None:
-    q = query if params.query is None else tap(matmul, query, params.query)
+    query_c = _cast(query, compute)
+    q = query_c if params.query is None else tap(matmul, query_c, params.query)
     scores = tap(functools.partial(_branch_scores, variant.scores, memory, params),
                  (q, AttentionCarry(None, carry.t)), (memory.keys, params.score))
-    softmax_weights = masked_softmax(scores, memory.mask)
+    softmax_weights = masked_softmax(_cast(scores, work), memory.mask)      # [B, S]
 
   weights = pa_weights = softmax_weights
   if variant.location is not None:
-    readout = tap(affine, query, (params.readout_kernel, params.readout_bias))  # [B, 1 + K]
-    sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)     # [B]
-    mu, step = location_mu(variant.location, readout[:, 1:], carry.pa_prev,
-                           stepsize(memory.lengths), carry.t == 0, params.rule, tap)
+    query_w = _cast(query, work)
+    readout = _cast(tap(affine, query_w, (params.readout_kernel, params.readout_bias)),
+                    work)                                                    # [B, 1 + K]
+    sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)       # [B]
+    mu, step = location_mu(variant.location, readout[:, 1:], pa_prev,
+                           stepsize(memory.lengths, work), carry.t == 0, params.rule, tap)
     lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask,
                                       normaliser=variant.location_normaliser)
     aux.update(mu=mu, sigma=sigma, step=step)
     weights = pa_weights = lam
     if variant.mixes:
-      mix = jax.nn.sigmoid(tap(affine, query, (params.mix_kernel, params.mix_bias)))  # Eq. 16
+      mix = jax.nn.sigmoid(_cast(tap(affine, query_w, (params.mix_kernel, params.mix_bias)),
+                                 work))                                      # Eq. 16
       aux['mix'] = mix
       weights = content_mixing(lam, softmax_weights, mix)
       pa_weights = lam if variant.position_reference else weights
 
-  pa = attended_position(pa_weights, memory.positions)
-  context = tap(weighted_sum, weights, memory.values)                   # [B, D_v]
-  return tap(matmul, context, params.out), weights, AttentionCarry(pa, carry.t + 1), aux
+  pa = attended_position(pa_weights, _cast(memory.positions, work))
+  weights = _cast(weights, compute)
+  context = tap(weighted_sum, weights, memory.values)                    # [B, D_v]
+  aux = {k: _cast(v, carry_dtype) for k, v in aux.items()}
+  return (tap(matmul, context, params.out), weights,
+          AttentionCarry(_cast(pa, carry_dtype), carry.t + 1), aux)

@@ -12,6 +12,14 @@ Both are exact rewrites. `attention.fold_params` does the attention's own folds.
 
 Shapes: B batch, N source tokens, S = N + 2 encoder positions (START and END
 added), T decoder steps, V vocabulary, E embedding width, D model width.
+
+Dtypes (Flax's convention): `param_dtype` is the parameters' dtype, `dtype` the
+computation's. The products, the encoder, the values and the attention output
+run in `dtype`; the decoder's recurrent state h_t and its GRU gates, the location
+recurrence (pa_t, mu, sigma, the Gaussian), the softmaxes, the direction and mix
+gates and the logits run in at least float32 (`attention.at_least_float32(dtype)`):
+a bfloat16 model has a float32 decoder state and float32 logits (the policy and
+the measured bfloat16-against-float32 figures: BUILD_NOTES §1, "Dtypes").
 """
 
 import functools
@@ -31,7 +39,18 @@ from monoloc_jax import variants
 Array = jax.Array
 
 __all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'DecoderInvariants', 'DecoderConstants',
-           'decoder_step', 'DECODER_BACKWARDS', 'count_params', 'from_config']
+           'decoder_step', 'DECODER_BACKWARDS', 'DTYPES', 'count_params', 'dtype_of',
+           'from_config']
+
+DType = Any
+
+# config.dtype -> the computation dtype (`Seq2Seq.dtype`); the parameters are kept in
+# at_least_float32(dtype): float32 for bfloat16 (mixed precision), float64 for float64.
+DTYPES: Dict[str, DType] = {
+    'float32': jnp.float32,
+    'bfloat16': jnp.bfloat16,
+    'float64': jnp.float64,     # needs jax_enable_x64
+}
 
 glorot = nn.initializers.glorot_uniform()
 zeros = nn.initializers.zeros_init()
@@ -78,18 +97,29 @@ def _torch_gru_init(hidden: int):
 
 
 class GRUParams(nn.Module):
-  """Parameters of one GRU direction/layer: input [in, 3H] + [3H], hidden [H, 3H] + [3H]."""
+  """Parameters of one GRU direction/layer: input [in, 3H] + [3H], hidden [H, 3H] + [3H],
+  in `param_dtype` (callers cast them to the computation dtype)."""
   features_in: int
   hidden: int
+  param_dtype: DType = jnp.float32
 
   @nn.compact
   def __call__(self):
     init = _torch_gru_init(self.hidden)
-    w_i = self.param('w_i', init, (self.features_in, 3 * self.hidden))
-    b_i = self.param('b_i', init, (3 * self.hidden,))
-    w_h = self.param('w_h', init, (self.hidden, 3 * self.hidden))
-    b_h = self.param('b_h', init, (3 * self.hidden,))
+    w_i = self.param('w_i', init, (self.features_in, 3 * self.hidden), self.param_dtype)
+    b_i = self.param('b_i', init, (3 * self.hidden,), self.param_dtype)
+    w_h = self.param('w_h', init, (self.hidden, 3 * self.hidden), self.param_dtype)
+    b_h = self.param('b_h', init, (3 * self.hidden,), self.param_dtype)
     return w_i, b_i, w_h, b_h
+
+
+def _cast_all(arrays, dtype: DType):
+  return tuple(jnp.asarray(a, dtype) for a in arrays)
+
+
+def _as(x: Array, dtype: DType) -> Array:
+  """x in `dtype`; x itself when it already is (`tapped_scan` tracks arrays by identity)."""
+  return x if x.dtype == dtype else x.astype(dtype)
 
 
 class Encoder(nn.Module):
@@ -100,14 +130,20 @@ class Encoder(nn.Module):
   """
   hidden: int            # D; each direction has D / 2 units
   num_layers: int = 1
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
 
   @nn.compact
   def __call__(self, x: Array, lengths: Array) -> Tuple[Array, Tuple[Array, ...]]:
+    """x: [B, S, E]; lengths: [B]. Outputs in `dtype`."""
     finals = []
     per_dir = self.hidden // 2
+    x = jnp.asarray(x, self.dtype)
     for layer in range(self.num_layers):
-      fw_i, fb_i, fw_h, fb_h = GRUParams(x.shape[-1], per_dir, name=f'fwd_{layer}')()
-      bw_i, bb_i, bw_h, bb_h = GRUParams(x.shape[-1], per_dir, name=f'bwd_{layer}')()
+      fw_i, fb_i, fw_h, fb_h = _cast_all(GRUParams(
+          x.shape[-1], per_dir, self.param_dtype, name=f'fwd_{layer}')(), self.dtype)
+      bw_i, bb_i, bw_h, bb_h = _cast_all(GRUParams(
+          x.shape[-1], per_dir, self.param_dtype, name=f'bwd_{layer}')(), self.dtype)
       x, final = rnn.bidirectional_gru(x @ fw_i + fb_i, x @ bw_i + bb_i, lengths,
                                        (fw_h, fb_h), (bw_h, bb_h))
       finals.append(final)
@@ -127,34 +163,43 @@ class CrossAttention(nn.Module):
   value_dim: int = 128
   qk_dim: Optional[int] = None      # query/key width; None = dim
   init_scheme: str = 'library'      # a key of INIT_SCHEMES
+  dtype: DType = jnp.float32        # computation dtype
+  param_dtype: DType = jnp.float32
 
   @nn.compact
   def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array,
                out_next: Optional[Array] = None):
     """encoded: [B, S, D]; encoded_cls: [B, D]; lengths: [B]; out_next: [D, M], a
-    linear map the caller applies to o_t (folded into f_o, see `attention.fold_params`)."""
+    linear map the caller applies to o_t (folded into f_o, see `attention.fold_params`).
+
+    Direction mixing happens here, once per sequence: keys and values are computed
+    from e_dir (`attention.attention_step` does not mix directions)."""
     variant, scheme = self.variant, self.init_scheme
+    dense = functools.partial(nn.Dense, dtype=self.dtype, param_dtype=self.param_dtype)
+    encoded = jnp.asarray(encoded, self.dtype)
     batch = encoded.shape[0]
+    gate_dtype = attention.at_least_float32(self.dtype)
     if variant.direction_mixing:                                           # Eq. 17-18
       fan_in = encoded_cls.shape[-1]
-      gate = nn.Dense(1, kernel_init=model_init('direction_kernel', scheme, fan_in),
-                      bias_init=model_init('direction_bias', scheme, fan_in), name='direction')
-      alpha = attention.direction_gate(gate(encoded_cls)[:, 0])
+      gate = dense(1, kernel_init=model_init('direction_kernel', scheme, fan_in),
+                   bias_init=model_init('direction_bias', scheme, fan_in), name='direction')
+      alpha = attention.direction_gate(gate(encoded_cls)[:, 0].astype(gate_dtype))
       encoded = attention.direction_mixing(encoded, lengths, alpha)
     else:
-      alpha = jnp.ones((batch,), encoded.dtype)
+      alpha = jnp.ones((batch,), gate_dtype)
 
-    inter = nn.leaky_relu(nn.Dense(
+    inter = nn.leaky_relu(dense(
         self.value_dim, kernel_init=glorot,
         bias_init=model_init('inter_value_bias', scheme, encoded.shape[-1]),
         name='inter_value')(encoded))
-    values = nn.Dense(self.dim, use_bias=False, kernel_init=glorot, name='value')(inter)
+    values = dense(self.dim, use_bias=False, kernel_init=glorot, name='value')(inter)
 
     dims = attention.Dims(model=self.dim, qk=self.qk_dim or self.dim,
                           encoded=encoded.shape[-1])
-    raw = {p.name: self.param(p.name, attention.initializer(p, scheme, dims), p.shape(dims))
+    raw = {p.name: self.param(p.name, attention.initializer(p, scheme, dims), p.shape(dims),
+                              self.param_dtype)
            for p in variant.param_defs()}
-    params = attention.fold_params(variant, raw, out_next)
+    params = attention.fold_params(variant, raw, out_next, dtype=self.dtype)
     memory = attention.make_memory(variant, params, encoded, values, lengths)
     return memory, params, alpha
 
@@ -191,9 +236,10 @@ class DecodeOutput(NamedTuple):
   logits: [B, T, V] (teacher forcing) or None (greedy).
   tokens: [B, T] greedy tokens (pad after `<eos>`), or None (teacher forcing).
   attention: [B, T, S] attention weights a_t over input positions (START,
-    tokens, END). For direction-mixing variants the weights over e_dir are
-    mapped back to the input (`attention.input_attention`), so a model that
-    reads backwards shows an anti-diagonal; aux['mu'] stays in e_dir units.
+    tokens, END), in at least float32. For direction-mixing variants the
+    weights over e_dir are mapped back to the input (`attention.input_attention`),
+    so a model that reads backwards shows an anti-diagonal; aux['mu'] stays in
+    e_dir units.
   aux: per-step interpretable values [B, T] by name ('mu', 'sigma', 'step',
     'mix'), where the variant has them, plus 'direction' [B] (alpha_dir).
   """
@@ -230,12 +276,14 @@ def decoder_step(variant: attention.Variant, min_sigma: float, tap: tapped_scan.
                  inv: DecoderInvariants, consts: DecoderConstants, state, token: Array):
   """One teacher-forced or greedy decoder step (attention, then the GRU stack).
 
-  state: (hs, carry) with hs one [B, D] state per layer and carry the
-  `attention.AttentionCarry`; token: [B] the previous token.
+  state: (hs, carry) with hs one [B, D] state per layer (in at least float32) and
+  carry the `attention.AttentionCarry`; token: [B] the previous token.
   Returns (new state, (h [B, D], a [B, S], aux)). Every loop invariant is read
-  through `tap` (see `tapped_scan`).
+  through `tap` (see `tapped_scan`); the products run in the invariants' dtype
+  (the token table's), the states are cast to it for them.
   """
   hs, carry = state
+  dtype = inv.token_table.dtype
   memory = attention.AttentionMemory(inv.keys, inv.values, *consts)
   gru_context, weights, carry, aux = attention.attention_step(
       variant, inv.params, memory, hs[-1], carry, min_sigma, tap)
@@ -243,8 +291,8 @@ def decoder_step(variant: attention.Variant, min_sigma: float, tap: tapped_scan.
   new_hs = []
   for i, (w_i, b_i, w_h, b_h) in enumerate(inv.layers):
     if i > 0:
-      x_proj = tap(attention.affine, new_hs[-1], (w_i, b_i))
-    h_proj = tap(attention.affine, hs[i], (w_h, b_h))
+      x_proj = tap(attention.affine, _as(new_hs[-1], dtype), (w_i, b_i))
+    h_proj = tap(attention.affine, _as(hs[i], dtype), (w_h, b_h))
     new_hs.append(rnn.gru_gates(x_proj, h_proj, hs[i]))
   return (tuple(new_hs), carry), (new_hs[-1], weights, aux)
 
@@ -266,6 +314,11 @@ class Seq2Seq(nn.Module):
   hidden_dim=256, value_dim=512, qk_dim=128, dropout_rate=0.4.
   init_scheme: how parameters are drawn (a key of INIT_SCHEMES); the sigma bias
   and Eq. 9's normaliser are options of `variant`.
+  dtype: the computation dtype (e.g. jnp.bfloat16 on TPU; None, the default:
+  the dtype of the parameters applied, as Flax's layers); param_dtype: the
+  parameters' (keep float32 for bfloat16 training; float64 for a float64 model,
+  which needs jax_enable_x64). The decoder state, the location recurrence, the
+  softmaxes and the logits run in at least float32 (see the module docstring).
   """
   vocab_size: int
   variant: attention.Variant
@@ -283,21 +336,31 @@ class Seq2Seq(nn.Module):
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
   decoder_backward: str = 'autodiff'   # a key of DECODER_BACKWARDS (speed only)
   init_scheme: str = 'library'         # a key of INIT_SCHEMES
+  dtype: Optional[DType] = None        # computation dtype; None: the parameters' dtype
+  param_dtype: DType = jnp.float32     # parameters' dtype
 
   def setup(self):
-    d, e = self.hidden_dim, self.embed_dim
-    self.embedding = self.param('embedding', embedding_init, (self.vocab_size, e))
-    self.start = self.param('start', zeros, (e,))
-    self.end = self.param('end', zeros, (e,))
-    self.encoder = Encoder(d, self.num_layers)
+    d, e, pd = self.hidden_dim, self.embed_dim, self.param_dtype
+    self.embedding = self.param('embedding', embedding_init, (self.vocab_size, e), pd)
+    # Flax's convention: dtype None computes in the dtype of the parameters applied.
+    self.compute_dtype = jnp.dtype(self.embedding.dtype if self.dtype is None else self.dtype)
+    self.start = self.param('start', zeros, (e,), pd)
+    self.end = self.param('end', zeros, (e,), pd)
+    self.encoder = Encoder(d, self.num_layers, self.compute_dtype, pd)
     self.dropout = nn.Dropout(self.dropout_rate)
     self.cross_attention = CrossAttention(self.variant, d, self.value_dim, self.qk_dim,
-                                          self.init_scheme)
-    self.decoder_layers = [GRUParams(e + d if i == 0 else d, d, name=f'decoder_{i}')
+                                          self.init_scheme, self.compute_dtype, pd)
+    self.decoder_layers = [GRUParams(e + d if i == 0 else d, d, pd, name=f'decoder_{i}')
                            for i in range(self.num_layers)]
-    self.out_kernel = self.param('out_kernel', glorot, (d, e))
-    self.out_bias = self.param('out_bias', model_init('out_bias', self.init_scheme, d), (e,))
-    self.vocab_bias = self.param('vocab_bias', zeros, (self.vocab_size,))
+    self.out_kernel = self.param('out_kernel', glorot, (d, e), pd)
+    self.out_bias = self.param('out_bias', model_init('out_bias', self.init_scheme, d), (e,),
+                               pd)
+    self.vocab_bias = self.param('vocab_bias', zeros, (self.vocab_size,), pd)
+
+  @property
+  def location_dtype(self) -> DType:
+    """The dtype of the location recurrence, the softmaxes and the logits."""
+    return attention.at_least_float32(self.compute_dtype)
 
   # ------------------------------------------------------------------ encoder
   def encode(self, src: Array, src_lengths: Array, train: bool):
@@ -311,16 +374,19 @@ class Seq2Seq(nn.Module):
     larger; see BUILD_NOTES.md.)
     """
     batch, n = src.shape
+    dtype = self.compute_dtype
     pos = jnp.arange(n + 2)[None, :, None]
-    tokens = jnp.take(self.embedding, src, axis=0)                         # [B, N, E]
-    x = jnp.concatenate([jnp.broadcast_to(self.start, (batch, 1, self.embed_dim)),
-                         tokens, jnp.zeros((batch, 1, self.embed_dim), tokens.dtype)], 1)
+    tokens = jnp.take(jnp.asarray(self.embedding, dtype), src, axis=0)    # [B, N, E]
+    start, end = jnp.asarray(self.start, dtype), jnp.asarray(self.end, dtype)
+    x = jnp.concatenate([jnp.broadcast_to(start, (batch, 1, self.embed_dim)),
+                         tokens, jnp.zeros((batch, 1, self.embed_dim), dtype)], 1)
     end_pos = (src_lengths + 1)[:, None, None]
-    x = jnp.where(pos == end_pos, self.end, jnp.where(pos > end_pos, 0.0, x))
+    x = jnp.where(pos == end_pos, end, jnp.where(pos > end_pos, jnp.zeros((), dtype), x))
     lengths = src_lengths + 2                                              # s
     encoded, finals = self.encoder(x, lengths)
     encoded = self.dropout(encoded, deterministic=not train)
-    h0 = DECODER_INITS[self.decoder_init](finals, self.num_layers)
+    h0 = tuple(_as(h, self.location_dtype)                               # float32 state
+               for h in DECODER_INITS[self.decoder_init](finals, self.num_layers))
     context_kernel = self.decoder_layers[0]()[0][self.embed_dim:]          # W_ic [D, 3D]
     # The direction gate reads the top decoder layer's start state (e_cls).
     memory, params, alpha = self.cross_attention(encoded, h0[-1], lengths,
@@ -329,13 +395,23 @@ class Seq2Seq(nn.Module):
 
   # ------------------------------------------------------------------ decoder
   def _decoder_arrays(self):
-    """Decoder weights with the embedding-side and output products hoisted."""
-    layers = [layer() for layer in self.decoder_layers]
-    w_i0, b_i0 = layers[0][0], layers[0][1]
+    """Decoder weights with the embedding-side and output products hoisted (the
+    products in the parameters' precision, then cast: the output bias to the
+    logits' dtype, everything else to `dtype`)."""
+    raw_layers = [layer() for layer in self.decoder_layers]
+    w_i0, b_i0 = raw_layers[0][0], raw_layers[0][1]
     token_table = self.embedding @ w_i0[:self.embed_dim] + b_i0           # [V, 3D]
     out_matrix = self.out_kernel @ self.embedding.T                        # [D, V]
     out_bias = self.out_bias @ self.embedding.T + self.vocab_bias          # [V]
-    return layers, token_table, out_matrix, out_bias
+    dtype = self.compute_dtype
+    layers = [_cast_all(layer, dtype) for layer in raw_layers]
+    return (layers, jnp.asarray(token_table, dtype), jnp.asarray(out_matrix, dtype),
+            jnp.asarray(out_bias, self.location_dtype))
+
+  def _logits(self, h: Array, out_matrix: Array, out_bias: Array) -> Array:
+    """h [..., D] -> logits [..., V] in `location_dtype` (accumulated there too)."""
+    return jnp.matmul(_as(h, out_matrix.dtype), out_matrix,
+                      preferred_element_type=self.location_dtype) + out_bias
 
   def _decoder_step_fn(self, memory, params):
     """The pure decoder step, its loop invariants and the hoisted output layer.
@@ -351,8 +427,9 @@ class Seq2Seq(nn.Module):
     return step, inv, consts, out_matrix, out_bias
 
   def _input_attention(self, weights: Array, alpha: Array, memory) -> Array:
-    """[T, B, S] weights over memory positions -> [B, T, S] over input positions."""
-    weights = jnp.swapaxes(weights, 0, 1)
+    """[T, B, S] weights over memory positions -> [B, T, S] over input positions, in
+    `location_dtype` (float32 for a bfloat16 model: NumPy and matplotlib read it)."""
+    weights = jnp.swapaxes(weights, 0, 1).astype(self.location_dtype)
     if self.variant.direction_mixing:
       weights = attention.input_attention(weights, alpha, memory.lengths)
     return weights
@@ -362,10 +439,10 @@ class Seq2Seq(nn.Module):
     """Teacher-forced pass. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`; returns logits [B, T, V]."""
     memory, params, h0, alpha = self.encode(src, src_lengths, train)
     step, inv, consts, out_matrix, out_bias = self._decoder_step_fn(memory, params)
-    carry = (h0, attention.initial_carry(src.shape[0]))
+    carry = (h0, attention.initial_carry(src.shape[0], self.location_dtype))
     scan = DECODER_BACKWARDS[self.decoder_backward]
     _, (hs, weights, aux) = scan(step, inv, consts, carry, tgt_in.T, unroll=self.scan_unroll)
-    logits = jnp.swapaxes(hs, 0, 1) @ out_matrix + out_bias
+    logits = self._logits(jnp.swapaxes(hs, 0, 1), out_matrix, out_bias)
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
     return DecodeOutput(logits, None, self._input_attention(weights, alpha, memory), aux)
@@ -383,13 +460,14 @@ class Seq2Seq(nn.Module):
     step, inv, consts, out_matrix, out_bias = self._decoder_step_fn(memory, params)
     decoder_step = functools.partial(step, tapped_scan.apply, inv, consts)
     batch, max_len = src.shape[0], memory.mask.shape[1]
-    carry0 = (h0, attention.initial_carry(batch))
-    _, (_, _, aux_shapes) = jax.eval_shape(decoder_step, carry0, jnp.zeros((batch,), jnp.int32))
+    carry0 = (h0, attention.initial_carry(batch, self.location_dtype))
+    _, (_, weights_shape, aux_shapes) = jax.eval_shape(decoder_step, carry0,
+                                                       jnp.zeros((batch,), jnp.int32))
 
     def body(state):
       t, inner, token, done, tokens, weights_buf, aux_buf = state
       inner, (h, weights, aux) = decoder_step(inner, token)
-      next_token = jnp.argmax(h @ out_matrix + out_bias, axis=-1).astype(jnp.int32)
+      next_token = jnp.argmax(self._logits(h, out_matrix, out_bias), axis=-1).astype(jnp.int32)
       emitted = jnp.where(done, self.pad_id, next_token)
       write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
       return (t + 1, inner, next_token, done | (next_token == self.eos_id),
@@ -403,7 +481,7 @@ class Seq2Seq(nn.Module):
     state = (jnp.zeros((), jnp.int32), carry0, jnp.full((batch,), self.sos_id, jnp.int32),
              jnp.zeros((batch,), bool),
              jnp.full((max_steps, batch), self.pad_id, jnp.int32),
-             jnp.zeros((max_steps, batch, max_len), memory.values.dtype),
+             jnp.zeros((max_steps, batch, max_len), weights_shape.dtype),
              {k: jnp.zeros((max_steps,) + v.shape, v.dtype) for k, v in aux_shapes.items()})
     *_, tokens, weights, aux = jax.lax.while_loop(cond, body, state)
     aux = {k: v.T for k, v in aux.items()}
@@ -414,6 +492,18 @@ class Seq2Seq(nn.Module):
 def count_params(params: Any) -> int:
   """Total number of scalars in a parameter tree."""
   return sum(x.size for x in jax.tree_util.tree_leaves(params))
+
+
+def dtype_of(config) -> DType:
+  """config.dtype (a key of DTYPES; 'float32' when absent) as a dtype; a one-line
+  MonolocError for an unknown name, or for 'float64' without jax_enable_x64."""
+  name = config.get('dtype', 'float32')
+  if name not in DTYPES:
+    raise errors.unknown_name('dtype', name, DTYPES)
+  if name == 'float64' and not jax.config.jax_enable_x64:
+    raise errors.MonolocError("config.dtype='float64' needs jax_enable_x64 (set "
+                              'JAX_ENABLE_X64=1 or jax.config.update("jax_enable_x64", True))')
+  return DTYPES[name]
 
 
 def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> Seq2Seq:
@@ -427,6 +517,9 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
   config.sigma_bias: True (default) or False (no sigma read-out bias).
   config.location_normaliser: 'padding_free' (default) or 'authors_code'
     (`attention.LOCATION_NORMALISERS`).
+  config.dtype: the computation dtype, a key of DTYPES ('float32' by default,
+    'bfloat16', or 'float64' with jax_enable_x64); the parameters are kept in
+    at least float32 (float64 for 'float64').
   """
   decoder_init = config.get('decoder_init', 'final_states')
   if decoder_init not in DECODER_INITS:
@@ -434,9 +527,11 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
   init_scheme = config.get('init_scheme', 'library')
   if init_scheme not in INIT_SCHEMES:
     raise errors.unknown_name('init_scheme', init_scheme, INIT_SCHEMES)
+  dtype = dtype_of(config)
   variant = (variants.from_config(config) if variant is None
              else variants.with_config_options(variant, config))
   return Seq2Seq(
+      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
       vocab_size=len(vocab), variant=variant, init_scheme=init_scheme,
       embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
       qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,

@@ -20,12 +20,18 @@ Array = jax.Array
 
 
 def gru_cell(x_proj: Array, h: Array, w_h: Array, b_h: Array) -> Array:
-  """One GRU step. x_proj: [B, 3H] (input already projected), h: [B, H], w_h: [H, 3H]."""
-  return gru_gates(x_proj, h @ w_h + b_h, h)
+  """One GRU step. x_proj: [B, 3H] (input already projected), h: [B, H], w_h: [H, 3H].
+
+  The product runs in w_h's dtype; the state keeps h's (see `gru_gates`)."""
+  return gru_gates(x_proj, h.astype(w_h.dtype) @ w_h + b_h, h)
 
 
 def gru_gates(x_proj: Array, h_proj: Array, h: Array) -> Array:
-  """The GRU step after both projections: x_proj, h_proj = W_h h + b_h: [B, 3H]; h: [B, H]."""
+  """The GRU step after both projections: x_proj, h_proj = W_h h + b_h: [B, 3H]; h: [B, H].
+
+  The gates run in h's dtype (a float32 state with bfloat16 projections: float32
+  gates), and the new state [B, H] has it, so a scan carry keeps its type."""
+  x_proj, h_proj = x_proj.astype(h.dtype), h_proj.astype(h.dtype)
   hidden = h.shape[-1]
   x_r, x_z, x_n = x_proj[..., :hidden], x_proj[..., hidden:2 * hidden], x_proj[..., 2 * hidden:]
   h_r, h_z, h_n = h_proj[..., :hidden], h_proj[..., hidden:2 * hidden], h_proj[..., 2 * hidden:]

@@ -299,7 +299,9 @@ def tapped_scan(step, invariants, constants, init, xs, unroll: int = 1):
         (d_w,) = vjp(d_y)
       for i, d in zip(site.w_index, jax.tree_util.tree_leaves(d_w)):
         d_inv[i] = d if d_inv[i] is None else d_inv[i] + d
-    d_inv = [jnp.zeros(l.shape, l.dtype) if d is None else d
+    # In the invariant's own dtype: a tap may compute in a wider one (e.g. a bfloat16
+    # model's location read-out in float32), and custom_vjp wants the primal's.
+    d_inv = [jnp.zeros(l.shape, l.dtype) if d is None else d.astype(l.dtype)
              for d, l in zip(d_inv, inv_leaves)]
 
     _, init_rebuild = _split(jax.tree_util.tree_map(_zero_cotangent, init))

@@ -6,6 +6,7 @@ over batch and positions, `math` scalars. Inputs are float32 (what the library
 computes in); everything is compared to within 1e-5 (absolute and relative).
 """
 
+import inspect
 import math
 
 import jax
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from monoloc_jax import attention
+from monoloc_jax import errors
 from monoloc_jax import variants
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -131,12 +133,13 @@ def ref_sinusoid(p, dim):
 
 
 def ref_relative_row(q, keys, pe, w_r, b1, b2):
-  """Eq. 3-4 for one query: (q+b1).k_i/sqrt(D) + (q+b2).(pe_i W_r)/sqrt(D)."""
+  """Eq. 3-4 for one query: (q+b1).k_i/sqrt(Q) + (q+b2).(pe_i W_r)/sqrt(Q), with
+  q, k_i, b1, b2 Q wide, pe_i P wide (the model width) and W_r [P, Q]."""
   d = len(q)
   out = np.zeros(len(keys))
   for i in range(len(keys)):
     r = np.zeros(d)
-    for a in range(d):                     # r = pe_i @ W_r, written out
+    for a in range(len(pe[i])):            # r = pe_i @ W_r, written out
       r += float(pe[i][a]) * f64(w_r[a])
     out[i] = (dot(f64(q) + f64(b1), keys[i]) + dot(f64(q) + f64(b2), r)) / math.sqrt(d)
   return out
@@ -259,7 +262,7 @@ def ref_attention_step(spec, params, encoded, values, lengths, h, pa_prev, t):
       else:  # rope: q rotated by its step, k_i by i
         assert spec.scores is attention.ROPE
         qr = ref_rotary_vector(q, t)
-        c = np.array([dot(qr, ref_rotary_vector(keys[i], i)) / math.sqrt(d)
+        c = np.array([dot(qr, ref_rotary_vector(keys[i], i)) / math.sqrt(len(q))
                       for i in range(n_pos)])
       soft = ref_masked_softmax(c, mask)
     a = pa_w = soft
@@ -583,9 +586,9 @@ def test_location_mu_clamp_regions():
 # ===========================================================================
 # attention_step against the composed references.
 # ===========================================================================
-def random_step_params(rng, spec, dim):
+def random_step_params(rng, spec, dim, qk=None):
   """Random raw arrays of every `spec.param_defs()` entry (names and shapes as declared)."""
-  dims = attention.Dims(model=dim, qk=dim, encoded=dim)
+  dims = attention.Dims(model=dim, qk=qk or dim, encoded=dim)
   scale = {'content_bias': 0.3, 'position_bias': 0.3, 'loc_bias': 0.1}
   params = {}
   for p in spec.param_defs():
@@ -601,13 +604,14 @@ def random_step_params(rng, spec, dim):
   return params
 
 
-def make_step_inputs(seed, name, t, dim=16):
-  """Random raw params, encoder outputs, values and carry for variant `name`."""
+def make_step_inputs(seed, name, t, dim=16, qk=None, lengths=(7, 3, 2, 5)):
+  """Random raw params, encoder outputs, values and carry for variant `name`
+  (query/key width qk, default dim)."""
   rng = np.random.default_rng(seed)
   spec = variants.get(name)
-  lengths = np.array([7, 3, 2, 5], np.int32)
+  lengths = np.array(lengths, np.int32)
   batch, n_pos = len(lengths), 7
-  params = random_step_params(rng, spec, dim)
+  params = random_step_params(rng, spec, dim, qk)
   encoded = normal(rng, batch, n_pos, dim)
   values = normal(rng, batch, n_pos, dim)
   h = normal(rng, batch, dim)
@@ -812,3 +816,243 @@ def test_gaussian_gradient_is_finite_when_mu_leaves_the_input(mu):
   expected = (lam / (lam.sum() + 1e-20) * np.arange(length)).sum()
   np.testing.assert_allclose(float(weighted(jnp.float32(mu), jnp.float32(sigma))), expected,
                              rtol=1e-5, atol=1e-5)
+
+
+# ===========================================================================
+# The location read-out and the relative sinusoids follow the query/key width.
+# ===========================================================================
+def test_location_readout_and_relative_kernel_follow_qk_dim():
+  """W_l is [D, Q] (the authors' position_state_linear [Q, D]), so w_sigma, W_rho
+  read a Q-wide l_t; W_r is [D, Q] (their forward_position_linear projects D-wide
+  sinusoids to Q)."""
+  dims = attention.Dims(model=16, qk=6, encoded=16)
+  shapes = {p.name: p.shape(dims) for name in ('mix_locattn', 'relative')
+            for p in variants.get(name).param_defs()}
+  assert shapes['loc_kernel'] == (16, 6) and shapes['loc_bias'] == (6,)
+  assert shapes['sigma_kernel'] == (6, 1) and shapes['rho_kernel'] == (6, 3)
+  assert shapes['rel_kernel'] == (16, 6)
+  assert shapes['content_bias'] == shapes['position_bias'] == (6,)
+
+
+@pytest.mark.parametrize('name', ['relative', 'bi_rope', 'mix_locattn', 'mix_onestep_pr',
+                                  'content'])
+@pytest.mark.parametrize('t', [0, 3])
+def test_attention_step_with_a_narrower_query_key_width(name, t):
+  """Q = 6 < D = 16 (the CFQ size has Q = 128 < D = 256): every score branch and
+  location read-out against the references (relative sinusoids D wide)."""
+  inputs = make_step_inputs(30 + t, name, t, qk=6)
+  out, weights, carry, aux = run_step(*inputs, t)
+  e_out, e_weights, e_pa, e_aux = ref_attention_step(*inputs, t)
+  assert_close(weights, e_weights)
+  assert_close(out, e_out)
+  assert_close(carry.pa_prev, e_pa)
+  for key in aux:
+    assert_close(aux[key], e_aux[key])
+
+
+# ===========================================================================
+# Rows without valid positions (a batch padded to a fixed shape).
+# ===========================================================================
+# The eight location rules, each alone, and two mixed variants (softmax branch too).
+ZERO_LENGTH_VARIANTS = ('locattn', 'locattn_s', 'onestep', 'mono', 'rmono',
+                        'onestep_minus_step2', 'onestep_minus_step3', 'onestep_minus_sigmoid',
+                        'mix_locattn', 'mix_mono_pr')
+
+
+def _step_loss(spec, params, encoded, values, lengths, h, pa, t, with_aux):
+  out, weights, carry, aux = run_step(spec, params, encoded, values, lengths, h, pa, t)
+  loss = jnp.sum(jnp.sin(out)) + jnp.sum(jnp.sin(weights)) + jnp.sum(jnp.sin(carry.pa_prev))
+  if with_aux:
+    loss = loss + sum(jnp.sum(jnp.sin(v)) for v in aux.values())
+  return loss
+
+
+def test_zero_length_rule_coverage():
+  assert {variants.get(n).location.name for n in ZERO_LENGTH_VARIANTS} == set(
+      attention.LOCATION_RULES)
+
+
+@pytest.mark.parametrize('name', ZERO_LENGTH_VARIANTS)
+@pytest.mark.parametrize('t', [0, 2])
+def test_a_zero_length_row_has_finite_gradients_and_changes_no_other_row(name, t):
+  """Row 1 has s = 0 (no valid position). Every gradient is finite (before:
+  sigma = inf gave NaN everywhere), the row attends nowhere, and rows 0 and 2 get
+  the gradients they get in a batch without row 1."""
+  spec, params, encoded, values, lengths, h, pa, = make_step_inputs(
+      40 + t, name, t, lengths=(7, 0, 3))
+  pa = np.where(lengths > 0, pa, 0.0).astype(np.float32)
+  args = (params, encoded, values, h, pa)
+
+  def grads(with_aux, params, encoded, values, h, pa, lengths):
+    return jax.grad(lambda *a: _step_loss(spec, a[0], a[1], a[2], lengths, a[3], a[4], t,
+                                          with_aux), argnums=(0, 1, 2, 3, 4))(
+                                              params, encoded, values, h, pa)
+  full = jax.jit(grads, static_argnums=0)(True, *args, lengths)
+  for g in jax.tree_util.tree_leaves(full):
+    assert np.all(np.isfinite(np.asarray(g))), name
+  out, weights, carry, aux = run_step(spec, params, encoded, values, lengths, h, pa, t)
+  assert np.all(np.asarray(weights)[1] == 0.0) and float(carry.pa_prev[1]) == 0.0
+  assert all(np.all(np.isfinite(np.asarray(v))) for v in aux.values())
+
+  keep = np.array([0, 2])
+  without = jax.jit(grads, static_argnums=0)(False, params, encoded[keep], values[keep],
+                                             h[keep], pa[keep], lengths[keep])
+  with_row = jax.jit(grads, static_argnums=0)(False, *args, lengths)
+  # Shared parameters: the empty row adds nothing (its outputs are constant zeros).
+  for key in params:
+    assert_close(with_row[0][key], without[0][key])
+  # Per-row inputs of the other rows: unchanged.
+  for got, want in zip(with_row[1:], without[1:]):
+    assert_close(np.asarray(got)[keep], want)
+
+
+def test_location_sigma_of_a_zero_length_row_is_finite():
+  raw = jnp.array([0.5, 0.5, -1.0], jnp.float32)
+  lengths = jnp.array([4, 0, 0], jnp.int32)
+  sigma = attention.location_sigma(raw, lengths)
+  grad = jax.grad(lambda r: jnp.sum(attention.location_sigma(r, lengths)))(raw)
+  assert np.all(np.isfinite(np.asarray(sigma))) and np.all(np.isfinite(np.asarray(grad)))
+  assert_close(sigma[0], ref_sigma(0.5, 4))
+
+
+# ===========================================================================
+# Wrong shapes and masks are one-line errors, not silent broadcasts.
+# ===========================================================================
+def _b(*shape):
+  return jnp.full(shape, 0.5, jnp.float32)
+
+
+_L = jnp.array([4, 3, 5], jnp.int32)
+_POS = attention.normalized_positions(_L, 5)
+_MASK = jnp.arange(5)[None, :] < _L[:, None]
+_ADDITIVE = jnp.where(_MASK, 0.0, -jnp.inf)      # the 0 / -inf convention
+
+
+def _step_with(**changes):
+  spec, params, encoded, values, lengths, h, pa = make_step_inputs(0, 'mix_onestep', 1)
+  folded = attention.fold_params(spec, params)
+  memory = attention.make_memory(spec, folded, encoded, values, lengths)
+  carry = attention.AttentionCarry(jnp.asarray(pa), jnp.asarray(1, jnp.int32))
+  memory = memory._replace(**{k: v for k, v in changes.items() if k in memory._fields})
+  carry = carry._replace(**{k: v for k, v in changes.items() if k in carry._fields})
+  query = changes.get('query', h)
+  return attention.attention_step(spec, folded, memory, query, carry)
+
+
+WRONG_INPUTS = {
+    # kernel call -> the start of its message
+    'sigma_column': (lambda: attention.location_sigma(_b(3, 1), _L),
+                     'location_sigma: raw must have shape [3] (the shape of lengths), got [3, 1]'),
+    'gaussian_mu_column': (lambda: attention.gaussian_location_attention(
+        _b(3, 1), _b(3), _POS, _MASK), 'gaussian_location_attention: mu must have shape [3]'),
+    'gaussian_sigma_scalar': (lambda: attention.gaussian_location_attention(
+        _b(3), _b(), _POS, _MASK), 'gaussian_location_attention: sigma must have shape [3]'),
+    'gaussian_additive_mask': (lambda: attention.gaussian_location_attention(
+        _b(3), _b(3), _POS, _ADDITIVE), 'gaussian_location_attention: mask must be a boolean'),
+    'softmax_additive_mask': (lambda: attention.masked_softmax(_b(3, 5), _ADDITIVE),
+                              'masked_softmax: mask must be a boolean'),
+    'softmax_mask_row': (lambda: attention.masked_softmax(_b(3, 5), _MASK[:1]),
+                         'masked_softmax: mask must have shape [3, 5]'),
+    'rho_without_its_axis': (lambda: attention.location_mu(
+        attention.LOCATION_RULES['onestep'], _b(3), _b(3), _b(3), jnp.bool_(True)),
+        "location_mu: rho must have shape [3, 1] ([B, num_rho] for pa_prev [B]; rule "
+        "'onestep' reads 1 rho), got [3]"),
+    'rho_too_few': (lambda: attention.location_mu(
+        attention.LOCATION_RULES['locattn'], _b(3, 1), _b(3), _b(3), jnp.bool_(True)),
+        'location_mu: rho must have shape [3, 3]'),
+    'mu_update_column': (lambda: attention.monotonic_mu(_b(3, 1), _b(3), _b(3)),
+                         'monotonic_mu: step must have shape [3]'),
+    'mixing_column': (lambda: attention.content_mixing(_b(3, 5), _b(3, 5), _b(3, 1)),
+                      'content_mixing: mix must have shape [3]'),
+    'attended_position': (lambda: attention.attended_position(_b(3, 5), _POS[:1]),
+                          'attended_position: positions must have shape [3, 5]'),
+    'direction_alpha_scalar': (lambda: attention.direction_mixing(_b(3, 5, 2), _L, _b()),
+                               'direction_mixing: alpha must have shape [3]'),
+    'reverse_lengths': (lambda: attention.reverse_valid(_b(3, 5, 2), _L[:, None]),
+                        'reverse_valid: lengths must have shape [3]'),
+    'content_keys': (lambda: attention.content_scores(_b(3, 4), _b(3, 4)),
+                     'content_scores: keys must be [B, S, Q] for a query [B, Q]'),
+    'relative_kernel': (lambda: attention.relative_scores(
+        _b(3, 4), _b(3, 5, 4), _b(5, 8), _b(4, 4), _b(4), _b(4)),
+        'relative_scores: rel_embedding must be [S, P] or [B, S, P] with P = 4'),
+    'memory_lengths': (lambda: attention.make_memory(
+        variants.get('onestep'), None, _b(3, 5, 2), _b(3, 5, 2), _L[:, None]),
+        'make_memory: lengths must have shape [3]'),
+    'step_carry_column': (lambda: _step_with(pa_prev=_b(4, 1)),
+                          'attention_step: carry.pa_prev must have shape [4]'),
+    'step_query_vector': (lambda: _step_with(query=_b(16)),
+                          'attention_step: query (h_(t-1)) must be [B, D], got [16]'),
+    'step_float_mask': (lambda: _step_with(mask=jnp.ones((4, 7), jnp.float32)),
+                        'attention_step: mask must be a boolean'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(WRONG_INPUTS))
+def test_wrong_shapes_and_masks_are_one_line_errors(case):
+  call, message = WRONG_INPUTS[case]
+  with pytest.raises(errors.MonolocError) as info:
+    call()
+  assert str(info.value).startswith(message), str(info.value)
+  assert '\n' not in str(info.value)
+
+
+def test_the_checks_cost_nothing_under_jit():
+  """They are static: a jitted kernel traces once and raises while tracing."""
+  fn = jax.jit(attention.location_sigma)
+  assert fn(_b(3), _L).shape == (3,)
+  with pytest.raises(errors.MonolocError):
+    fn(_b(3, 1), _L)
+
+
+# ===========================================================================
+# The module's surface, and where direction mixing happens.
+# ===========================================================================
+# Module-level names that are not public kernels or types.
+_NOT_EXPORTED = {'Array', 'DType', 'Initializer', 'Tap', 'apply_tap', 'glorot', 'zeros',
+                 'matmul', 'affine', 'weighted_sum'}
+
+
+def test_all_lists_the_public_kernels():
+  exported = set(attention.__all__)
+  assert len(exported) == len(attention.__all__)
+  for name in exported:
+    assert hasattr(attention, name), name
+  public = {name for name, value in vars(attention).items()
+            if not name.startswith('_') and not inspect.ismodule(value)
+            and getattr(value, '__module__', 'monoloc_jax.attention') == 'monoloc_jax.attention'
+            and name not in _NOT_EXPORTED}
+  assert public <= exported, sorted(public - exported)
+  for kernel in ('attention_step', 'gaussian_location_attention', 'location_sigma',
+                 'masked_softmax', 'direction_mixing', 'make_memory', 'fold_params',
+                 'initial_carry', 'Variant', 'LOCATION_RULES'):
+    assert kernel in exported
+
+
+def test_attention_step_documents_that_direction_mixing_is_the_callers():
+  doc = ' '.join(attention.attention_step.__doc__.split())
+  assert 'Direction mixing (Eq. 17-18;' in doc and 'is NOT applied here' in doc
+  assert 'once per sequence, before the steps' in doc
+  assert '`direction_mixing`' in doc and 'keys AND the values' in doc
+  memory_doc = ' '.join(attention.make_memory.__doc__.split())
+  assert '`direction_mixing`' in memory_doc and 'does not mix directions' in memory_doc
+
+
+def test_direction_mixing_as_documented_and_what_happens_without_it():
+  """For a Bi- variant, memory from e_dir (keys and values) gives the reference step
+  on e_dir; memory from e is the same variant at alpha_dir = 1, as documented."""
+  spec, params, encoded, values, lengths, h, pa = make_step_inputs(7, 'onestep', 2)
+  assert spec.direction_mixing
+  alpha = np.array([0.3, 0.9, 0.5, 0.1], np.float32)
+  e_dir = np.asarray(attention.direction_mixing(encoded, lengths, alpha))
+  v_dir = np.asarray(attention.direction_mixing(values, lengths, alpha))  # values from e_dir
+  out, weights, _, _ = run_step(spec, params, e_dir, v_dir, lengths, h, pa, 2)
+  e_out, e_weights, _, _ = ref_attention_step(spec, params, e_dir, v_dir, lengths, h, pa, 2)
+  assert_close(out, e_out)
+  assert_close(weights, e_weights)
+  unmixed = run_step(spec, params, encoded, values, lengths, h, pa, 2)[0]
+  ones = np.ones(4, np.float32)
+  forward_only = run_step(spec, params, np.asarray(attention.direction_mixing(
+      encoded, lengths, ones)), np.asarray(attention.direction_mixing(values, lengths, ones)),
+      lengths, h, pa, 2)[0]
+  assert_close(unmixed, forward_only)
+  assert np.max(np.abs(np.asarray(unmixed) - np.asarray(out))) > 1e-3

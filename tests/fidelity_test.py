@@ -110,9 +110,12 @@ def test_query_key_width_is_qk_dim(name):
   cross = params['cross_attention']
   assert cross['key'].shape == (16, 6) and cross['query'].shape == (16, 6)
   assert cross['out'].shape == (16, 16)
-  if 'rel_kernel' in cross:
-    assert cross['rel_kernel'].shape == (6, 6)
+  if 'rel_kernel' in cross:      # W_r projects D-wide sinusoids to Q, as the authors' code
+    assert cross['rel_kernel'].shape == (16, 6)
     assert cross['content_bias'].shape == cross['position_bias'].shape == (6,)
+  if 'loc_kernel' in cross:      # W_l: [D, Q], so sigma and rho read a Q-wide l_t
+    assert cross['loc_kernel'].shape == (16, 6) and cross['loc_bias'].shape == (6,)
+    assert cross['sigma_kernel'].shape == (6, 1) and cross['rho_kernel'].shape == (6, 1)
 
 
 def test_content_scores_are_scaled_by_the_qk_width():

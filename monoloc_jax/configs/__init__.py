@@ -78,6 +78,7 @@ def validate(config, task=None, variant=None) -> None:
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
   if config.get('init_scheme', 'library') not in models.INIT_SCHEMES:
     raise errors.unknown_name('init_scheme', config.init_scheme, models.INIT_SCHEMES)
+  models.dtype_of(config)                 # unknown dtype, or float64 without x64
   if config.get('plateau_rule', 'library') not in train.PLATEAU_RULES:
     raise errors.unknown_name('plateau_rule', config.plateau_rule, train.PLATEAU_RULES)
   threshold = config.get('plateau_threshold', 1e-4)

@@ -31,6 +31,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.init_scheme = 'library'  # parameter init: 'library' or 'authors_code' (the authors' torch inits)
   c.sigma_bias = True        # sigma read-out has a bias (False: as the authors' code)
   c.location_normaliser = 'padding_free'  # Eq. 9: 'padding_free' or 'authors_code' (sum + S*1e-20)
+  # Computation dtype: 'float32', 'bfloat16' (TPU; parameters, the location recurrence,
+  # softmaxes and logits stay float32) or 'float64' (needs JAX_ENABLE_X64=1).
+  c.dtype = 'float32'
 
   # Optimisation (App. E: AdamW, lr plateau, early stopping).
   c.learning_rate = 1e-3     # AdamW learning rate
