@@ -1,6 +1,11 @@
 """Throughput benchmark (console script `monoloc-benchmark`).
 
   monoloc-benchmark --task=recopy --model=onestep --out=bench.json
+  monoloc-benchmark --config=authors_code --config.hidden_dim=512   # another model / recipe
+
+The model is the one `monoloc-train` would build from the same --config and
+--config.FIELD overrides (default: configs/default.py); the flags below set the
+task, variant, batch sizes and seed strategy on top of it.
 
 Measures, after warm-up and separately from compilation:
   * training samples/s for one seed (one full epoch at --batch_size);
@@ -16,8 +21,9 @@ FLOPs (GRU cells, attention and projections on the real, unpadded tokens; see
 
 import json
 import resource
+import sys
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 from absl import app
 from absl import flags
@@ -26,6 +32,7 @@ import jax
 from monoloc_jax import attention
 from monoloc_jax import cli
 from monoloc_jax import configs
+from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import models
@@ -87,9 +94,14 @@ def _timed(fn):
 def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
             vmapped_seeds: int, train_size: int = 0, decode_split: str = 'test_100',
             decode_size: int = 0, peak_gflops: float = 166.0, data_dir: str = '',
-            decoder_backward: str = 'autodiff', seed_strategy: str = 'auto') -> Dict[str, float]:
-  """Runs the measurements; returns the figures as a dict."""
-  config = default.get_config()
+            decoder_backward: str = 'autodiff', seed_strategy: str = 'auto',
+            config=None) -> Dict[str, float]:
+  """Runs the measurements; returns the figures as a dict.
+
+  config: the model's config (default: configs/default.py); the other arguments
+  override its task, variant, batch sizes, data and seed strategy.
+  """
+  config = default.get_config() if config is None else config.copy_and_resolve_references()
   config.decoder_backward, config.seed_strategy = decoder_backward, seed_strategy
   config.task, config.variant, config.batch_size = task, model_name, batch_size
   config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
@@ -109,7 +121,10 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                            'backend': jax.default_backend(),
                            'device': str(jax.devices()[0]),
                            'decoder_backward': decoder_backward,
-                           'seed_strategy': multiseed.resolve(seed_strategy)}
+                           'seed_strategy': multiseed.resolve(seed_strategy),
+                           'embed_dim': config.embed_dim, 'hidden_dim': config.hidden_dim,
+                           'value_dim': config.value_dim, 'qk_dim': config.qk_dim,
+                           'dtype': config.get('dtype', 'float32')}
 
   def init_state(n):
     probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
@@ -218,17 +233,33 @@ def format_report(r: Dict[str, float]) -> str:
 
 def main(argv):
   del argv
+  try:
+    _main()
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+
+
+def _main():
   r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
               _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
-              _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value)
+              _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value, config=_config())
   print(format_report(r))
   if _OUT.value:
     with open(_OUT.value, 'w') as f:
       json.dump(r, f, indent=2)
 
 
+def _config():
+  return flags.FLAGS['config'].value if 'config' in flags.FLAGS else None
+
+
 def run():
+  sys.argv = configs.resolve_argv_or_exit(sys.argv)
+  configs.define_config_flag(sys.argv, 'Model configuration: a named config or a config '
+                             'file, with --config.FIELD overrides (default: default).')
   cli.list_flags_in_help(__name__)
+  flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS['config'])
   app.run(main)
 
 

@@ -32,6 +32,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import rundir
 from monoloc_jax import sharding
@@ -39,29 +40,6 @@ from monoloc_jax import tasks
 from monoloc_jax import variants
 from monoloc_jax import xla_cache
 
-_DEFAULT_CONFIG = str(pathlib.Path(__file__).parent / 'configs' / 'default.py')
-
-
-
-def _unknown_config_fields(argv):
-  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  known = set(default.get_config())
-  fields = [a.split('=')[0][len('--config.'):] for a in argv[1:] if a.startswith('--config.')]
-  return [f for f in fields if f.split('.')[0] not in known], sorted(known)
-
-
-def _define_config_flag(argv) -> None:
-  """--config and its --config.<field> overrides (ml_collections reads them from argv
-  as the flag is defined); a bad one ends as one line and exit code 2."""
-  try:
-    config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'Training configuration file.',
-                                    lock_config=True)
-  except (AttributeError, KeyError, TypeError, ValueError) as e:
-    unknown, known = _unknown_config_fields(argv)
-    message = (f"unknown config field {unknown[0]!r}; valid fields: {', '.join(known)}"
-               if unknown else f'bad --config override: {str(e).strip()[:200]}')
-    print(f'error: {message}', file=sys.stderr)
-    sys.exit(2)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, logs and results.')
 _MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict'],
                           'train (resumes if the workdir has a checkpoint), evaluate, predict.')
@@ -197,20 +175,9 @@ def _parse_flags(argv):
   sys.exit(2)
 
 
-def resolve_config_arg(argv: list) -> list:
-  """`configs.resolve_argv`, with an unknown name as one line and exit code 2."""
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
-  try:
-    return configs.resolve_argv(argv)
-  except errors.MonolocError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-
-
 def help_text() -> str:
   """`monoloc-train --help`: the usage, every flag, the named configs and every
   --config.<field> with its default."""
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
   lines = ['usage: monoloc-train --workdir=DIR [--task=... --model=... --seeds=N] '
            '[--config=NAME|FILE.py] [--config.FIELD=VALUE ...]', '', __doc__.strip(), '',
            'flags:']
@@ -240,8 +207,8 @@ def run() -> None:
   if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
     print(help_text())
     sys.exit(0)
-  sys.argv = resolve_config_arg(sys.argv)
-  _define_config_flag(sys.argv)
+  sys.argv = configs.resolve_argv_or_exit(sys.argv)
+  configs.define_config_flag(sys.argv, 'Training configuration file.')
   app.run(main, flags_parser=_parse_flags)
 
 

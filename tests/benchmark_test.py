@@ -16,10 +16,13 @@ def test_benchmark_cli_writes_every_figure(tmp_path):
   proc = subprocess.run(
       [sys.executable, '-m', 'monoloc_jax.benchmark', '--task=copy', '--model=onestep',
        '--train_size=64', '--vmapped_seeds=2', '--decode_split=test_15', '--decode_size=32',
-       '--eval_batch_size=32', f'--out={out}'],
+       '--eval_batch_size=32', f'--out={out}', '--config.hidden_dim=32', '--config.embed_dim=16',
+       '--config.value_dim=32'],
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-2000:]
   figures = json.loads(out.read_text())
+  # The model is the one --config and its overrides describe.
+  assert (figures['hidden_dim'], figures['embed_dim'], figures['value_dim']) == (32, 16, 32)
   for key in REQUIRED:
     assert figures[key] > 0, key
   assert 0 < figures['train_peak_fraction'] < 1
@@ -35,3 +38,17 @@ def test_flop_count_grows_with_lengths_and_attention_branches():
   gru = 2 * ((64 + 128) * 384 + 128 * 384)
   assert benchmark.flops_per_sample(10, 21, 14, spec=content) - \
       benchmark.flops_per_sample(10, 20, 14, spec=content) > gru
+
+
+def test_benchmark_bad_config_is_one_line(tmp_path):
+  for args, message in ((['--config.hidden_dim=3'],
+                         'error: bad value for config.hidden_dim: 3; it must be an even '
+                         'integer >= 2'),
+                        (['--config.hiden=3'], "error: unknown config field 'hiden'; valid "
+                         'fields: '),
+                        (['--config=nope'], "error: cannot load the --config file 'nope'")):
+    proc = subprocess.run([sys.executable, '-m', 'monoloc_jax.benchmark', *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, (args, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), (args, lines)

@@ -117,6 +117,42 @@ def summary(path) -> str:
   return doc.strip().splitlines()[0] if doc.strip() else ''
 
 
+def _unknown_config_fields(argv):
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  known = set(default.get_config())
+  fields = [a.split('=')[0][len('--config.'):] for a in argv[1:] if a.startswith('--config.')]
+  return [f for f in fields if f.split('.')[0] not in known], sorted(known)
+
+
+def define_config_flag(argv, help_text: str) -> None:
+  """Defines absl's --config flag (default: configs/default.py) and its
+  --config.FIELD overrides, which ml_collections reads from argv as the flag is
+  defined; a bad override ends as one line on stderr and exit code 2. Shared by
+  the console scripts (monoloc-train, monoloc-benchmark)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  try:
+    config_flags.DEFINE_config_file('config', str(_config_dir() / 'default.py'), help_text,
+                                    lock_config=True)
+  except (AttributeError, KeyError, TypeError, ValueError) as e:
+    unknown, known = _unknown_config_fields(argv)
+    message = (f"unknown config field {unknown[0]!r}; valid fields: {', '.join(known)}"
+               if unknown else f'bad --config override: {str(e).strip()[:200]}')
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
+def resolve_argv_or_exit(argv: list) -> list:
+  """`resolve_argv`, with an unknown config name as one line and exit code 2."""
+  import sys  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import errors  # pylint: disable=g-import-not-at-top
+  try:
+    return resolve_argv(argv)
+  except errors.MonolocError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+
+
 def resolve(value: str) -> str:
   """The file of a `--config` value: an existing path as it is; a name such as
   'quick' (or 'quick.py', or a path ending in monoloc_jax/configs/quick.py that does
