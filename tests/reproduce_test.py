@@ -293,3 +293,33 @@ def test_committed_report_is_current():
   repo = EXPERIMENTS.parent
   assert (repo / 'REPRODUCTION.md').read_text(encoding='utf-8') == \
       report.render(repo / 'results'), 'REPRODUCTION.md is stale: run python experiments/report.py'
+
+
+def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
+  """`run.py --collect` merges: a unit finished on an earlier machine (its workdir gone)
+  stays in the JSON; one finished here is added or replaces the same seed; a run with
+  another budget is not mixed in. (Before: the file was rewritten from this machine's
+  units only, so seeds 0 and 1 of Copy / -Sigmoid would have been lost.)"""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  path = tmp_path / 'onestep_minus_sigmoid.json'
+  budget = "100 epochs, patience 50 (the paper's; their config unchanged)"
+  path.write_text(json.dumps({'runs': [
+      {'budget': budget, 'seeds': [{'seed': 0, 'test': {'long15': 0.0}},
+                                   {'seed': 1, 'test': {'long15': 100.0}}]},
+      {'budget': '20 epochs, patience 5', 'seeds': [{'seed': 2, 'test': {'long15': 7.0}}]}]}))
+  script = (
+      'import json, pathlib, sys\n'
+      f'sys.path.insert(0, {str(EXPERIMENTS / "authors_code")!r})\n'
+      'import run\n'
+      f'seeds = run.merged_seeds(pathlib.Path({str(path)!r}), {budget!r}, '
+      "[{'seed': 2, 'test': {'long15': 50.0}}, {'seed': 1, 'test': {'long15': 99.0}}])\n"
+      'print(json.dumps(seeds))\n'
+      "print(json.dumps(run.merged_seeds(pathlib.Path('/nonexistent.json'), 'b', "
+      "[{'seed': 3, 'test': {}}])))\n")
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  merged, fresh = (json.loads(line) for line in proc.stdout.strip().splitlines())
+  assert merged == [{'seed': 0, 'test': {'long15': 0.0}}, {'seed': 1, 'test': {'long15': 99.0}},
+                    {'seed': 2, 'test': {'long15': 50.0}}]
+  assert fresh == [{'seed': 3, 'test': {}}]

@@ -193,9 +193,23 @@ def collect(task: str, variant: str, seeds: List[int]) -> None:
                 'early_stop_patience': _PATIENCE.value or 50, 'seeds': units}],
   }
   path = pathlib.Path(_RESULTS.value) / 'authors_code' / task / f'{variant}.json'
+  out['runs'][0]['seeds'] = merged_seeds(path, budget, units)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps(out, indent=1, sort_keys=True) + '\n')
-  print(f'wrote {path} ({len(units)} seed(s))')
+  print(f'wrote {path} ({len(out["runs"][0]["seeds"])} seed(s), {len(units)} from this machine)')
+
+
+def merged_seeds(path: pathlib.Path, budget: str, units: List[Dict[str, Any]]
+                 ) -> List[Dict[str, Any]]:
+  """The seeds of `path`'s run with this budget (units from earlier machines, whose
+  workdirs are gone), with `units` (finished here) added or replacing the same seed."""
+  by_seed = {}
+  if path.exists():
+    for run in json.loads(path.read_text()).get('runs', []):
+      if run.get('budget') == budget:
+        by_seed.update({u['seed']: u for u in run['seeds']})
+  by_seed.update({u['seed']: u for u in units})
+  return [by_seed[k] for k in sorted(by_seed)]
 
 
 def main(argv):

@@ -1,0 +1,93 @@
+"""Where a trained location-attention model looks, step by step, on Copy-like tasks.
+
+  python experiments/location_trace.py --workdir=runs/copy_sigmoid [--size=200]
+
+For every seed of a finished (or checkpointed) run of a location variant on a task
+whose output token t is input token t (Copy) or input token n+1-t (Reverse Copy),
+greedy-decodes `--size` samples of the dev split and of each test split and prints,
+per seed and split: the exact-match accuracy; the mean direction gate alpha_dir
+(Eq. 17: 1 reads the input forwards, 0 backwards); the mean step the location rule
+took (aux 'step', in input positions: 1.0 is one token per output token) over
+output steps t in [0, 10), [10, 20), [20, 30), [30, 100); and the mean distance
+|mu_t - ideal_t| in input positions over the same bins, where the ideal is
+position t+1 (START is position 0; for a model that reads backwards mu is in
+e_dir units, where the ideal is the same). Only rows still decoding (before their
+`<eos>`) are counted. A model that fits the training lengths without
+extrapolating shows where it goes wrong: a step that drifts from 1 past the
+training lengths, or a mu that stays right while the output goes wrong.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from monoloc_jax import inference
+from monoloc_jax import input_pipeline as ip
+
+_WORKDIR = flags.DEFINE_string('workdir', None, 'A run of copy or reverse_copy.')
+_SIZE = flags.DEFINE_integer('size', 200, 'Samples decoded per split.', lower_bound=1)
+BINS = ((0, 10), (10, 20), (20, 30), (30, 100))
+
+
+def trace(model, params, split, size: int, sos_id: int):
+  """(accuracy %, mean alpha_dir, mean step per bin, mean |mu - ideal| per bin) on
+  `size` samples."""
+  split = ip.EncodedSplit(split.src[:size], split.src_len[:size], split.tgt[:size],
+                          split.tgt_len[:size], None, 0)
+  correct, steps, errors, counts = 0, np.zeros(len(BINS)), np.zeros(len(BINS)), np.zeros(
+      len(BINS))
+  alphas = []
+  greedy = jax.jit(lambda p, s, l, n: model.apply({'params': p}, s, l, n, method=model.greedy),
+                   static_argnums=3)
+  for idx, batch, n_steps in ip.eval_batches(split, 64, sos_id):
+    out = greedy(params, batch.src, batch.src_len, n_steps)
+    rows = len(idx)
+    tokens = np.asarray(out.tokens)[:rows]
+    gold = np.asarray(batch.tgt_out)[:rows]
+    correct += int(np.sum(np.all(tokens == gold, axis=1)))
+    alphas.append(np.asarray(out.aux['direction'], np.float64)[:rows])
+    s = np.asarray(batch.src_len)[:rows] + 2                       # START, tokens, END
+    mu = np.asarray(out.aux['mu'], np.float64)[:rows] * (s[:, None] - 1)   # positions
+    step = np.asarray(out.aux['step'], np.float64)[:rows]
+    t = np.arange(mu.shape[1])[None, :]
+    live = t < (np.asarray(batch.src_len)[:rows, None])          # before <eos>
+    for b, (lo, hi) in enumerate(BINS):
+      m = live & (t >= lo) & (t < hi)
+      counts[b] += m.sum()
+      steps[b] += step[m].sum()
+      errors[b] += np.abs(mu - (t + 1))[m].sum()
+  with np.errstate(invalid='ignore', divide='ignore'):
+    return (100.0 * correct / len(split.src), float(np.mean(np.concatenate(alphas))),
+            steps / counts, errors / counts)
+
+
+def main(argv):
+  del argv
+  config, vocab, model, params = inference.restore_for_eval(_WORKDIR.value)
+  if config.task not in ('copy', 'reverse_copy') or not (model.variant.location and
+                                                          model.variant.direction_mixing):
+    sys.exit(f'error: needs a location variant with direction mixing on copy or '
+             f'reverse_copy (the tasks whose ideal alignment is known); got '
+             f'{config.variant!r} on {config.task!r}')
+  data = ip.load_data(config, vocab, with_train=False)
+  splits = {'dev': data.dev, **data.tests}
+  head = ' '.join(f'{f"{lo}-{hi}":>6}' for lo, hi in BINS)
+  print(f'{config.task} / {config.variant}; step (positions per output token) and '
+        f'|mu - ideal| (positions) by output step')
+  print(f'{"seed":>4} {"split":<9} {"acc":>6} {"a_dir":>5}  step: {head}   |mu-ideal|: {head}')
+  for i in range(jax.tree_util.tree_leaves(params)[0].shape[0]):
+    seed_params = jax.tree_util.tree_map(lambda x, i=i: jnp.asarray(x[i]), params)
+    for name, split in splits.items():
+      acc, alpha, step, err = trace(model, seed_params, split, _SIZE.value, vocab.sos_id)
+      fmt = lambda xs: ' '.join(f'{x:6.2f}' if np.isfinite(x) else '     -' for x in xs)
+      print(f'{config.seed + i:>4} {name:<9} {acc:6.1f} {alpha:5.2f}  step: {fmt(step)}   '
+            f'|mu-ideal|: {fmt(err)}', flush=True)
+
+
+if __name__ == '__main__':
+  flags.mark_flag_as_required('workdir')
+  app.run(main)
