@@ -2,9 +2,8 @@
 
   python experiments/location_trace.py --workdir=runs/copy_sigmoid [--size=200]
 
-For every seed of a finished (or checkpointed) run of a location variant on a task
-whose output token t is input token t (Copy) or input token n+1-t (Reverse Copy),
-greedy-decodes `--size` samples of the dev split and of each test split and prints,
+For every seed of a finished (or checkpointed) run of a location variant with
+direction mixing, greedy-decodes `--size` samples of the dev split and of each test split and prints,
 per seed and split: the exact-match accuracy; the mean direction gate alpha_dir
 (Eq. 17: 1 reads the input forwards, 0 backwards); the mean step the location rule
 took (aux 'step', in input positions: 1.0 is one token per output token) over
@@ -14,7 +13,9 @@ position t+1 (START is position 0; for a model that reads backwards mu is in
 e_dir units, where the ideal is the same). Only rows still decoding (before their
 `<eos>`) are counted. A model that fits the training lengths without
 extrapolating shows where it goes wrong: a step that drifts from 1 past the
-training lengths, or a mu that stays right while the output goes wrong.
+training lengths, or a mu that stays right while the output goes wrong. The step
+and |mu - ideal| columns need a task whose output token t is input token t (Copy)
+or input token n+1-t (Reverse Copy); on other tasks they print '-'.
 """
 
 import sys
@@ -31,6 +32,9 @@ from monoloc_jax import input_pipeline as ip
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A run of copy or reverse_copy.')
 _SIZE = flags.DEFINE_integer('size', 200, 'Samples decoded per split.', lower_bound=1)
 BINS = ((0, 10), (10, 20), (20, 30), (30, 100))
+# Tasks whose output token t is read at input position t + 1 (in e_dir units, for the
+# reading direction that solves them); on other tasks only accuracy and a_dir print.
+ALIGNED_TASKS = ('copy', 'reverse_copy')
 
 
 def trace(model, params, split, size: int, sos_id: int):
@@ -68,11 +72,10 @@ def trace(model, params, split, size: int, sos_id: int):
 def main(argv):
   del argv
   config, vocab, model, params = inference.restore_for_eval(_WORKDIR.value)
-  if config.task not in ('copy', 'reverse_copy') or not (model.variant.location and
-                                                          model.variant.direction_mixing):
-    sys.exit(f'error: needs a location variant with direction mixing on copy or '
-             f'reverse_copy (the tasks whose ideal alignment is known); got '
-             f'{config.variant!r} on {config.task!r}')
+  if not (model.variant.location and model.variant.direction_mixing):
+    sys.exit(f'error: needs a location variant with direction mixing (a_dir, mu, step); '
+             f'got {config.variant!r}')
+  aligned = config.task in ALIGNED_TASKS
   data = ip.load_data(config, vocab, with_train=False)
   splits = {'dev': data.dev, **data.tests}
   head = ' '.join(f'{f"{lo}-{hi}":>6}' for lo, hi in BINS)
@@ -83,6 +86,8 @@ def main(argv):
     seed_params = jax.tree_util.tree_map(lambda x, i=i: jnp.asarray(x[i]), params)
     for name, split in splits.items():
       acc, alpha, step, err = trace(model, seed_params, split, _SIZE.value, vocab.sos_id)
+      if not aligned:
+        step = err = np.full(len(BINS), np.nan)
       fmt = lambda xs: ' '.join(f'{x:6.2f}' if np.isfinite(x) else '     -' for x in xs)
       print(f'{config.seed + i:>4} {name:<9} {acc:6.1f} {alpha:5.2f}  step: {fmt(step)}   '
             f'|mu-ideal|: {fmt(err)}', flush=True)
