@@ -1,0 +1,767 @@
+"""Beyond the paper: a Transformer encoder-decoder whose cross-attention is any
+registry variant (`monoloc_jax.variants`), trained in parallel.
+
+The paper's backbone is a GRU (`models.Seq2Seq`): its decoder is sequential
+anyway, so the location recurrence pa_{t-1} -> mu_t -> lambda'_t -> pa_t
+(Eq. 5-14, 19) costs nothing extra. In a Transformer decoder the queries of
+all steps are known at once under teacher forcing (causal self-attention), so
+only that recurrence is sequential. This module keeps it so:
+
+  1. every read-out of the query (the query/key products and content scores,
+     the sigma and rho read-outs, MonoAttn's step activation, the mix gate
+     f_mix) is computed for all T steps at once, one batched product each;
+  2. only the light location recurrence runs in a `jax.lax.scan` over t:
+     O(S) elementwise work per step (the Gaussian, the softmax of the
+     precomputed scores, the mixing, pa_t), no matrix product;
+  3. the outputs o_t = sum_h (sum_i a^h_ti v^h_i) W_o^h for all t are one
+     batched product after the loop.
+Variants without a location rule (Content, Relative, Bi-Relative, Bi-ROPE)
+have no recurrence at all and skip step 2.
+
+No equation is copied: steps 1 and 2 both run `attention.attention_step`
+itself, through its `tap` argument (every read of a loop invariant is
+`tap(op, x, w)`). Step 1 runs it under `jax.vmap` over t with a tap that
+records what each read returns; step 2 runs it inside the scan with a tap that
+replays those records instead of computing them. In both, the read of the
+values (Eq. 2's weighted sum) and f_o are skipped: step 3 does them for all t.
+Every tapped read before the weighted sum depends on the query and the step
+index only, never on pa_{t-1}, which is what makes this exact (the tests check
+the parallel form against the step-by-step form, which calls `attention_step`
+plainly, for all 21 variants, in float64 to 1e-9). Should attention.py split
+`attention_step` into its read-outs and its recurrence, the record/replay
+taps go and the three steps call the two halves directly.
+
+Design, per variant (L decoder layers, H heads of width d_h = model_dim / H):
+  * one location recurrence per decoder layer AND per head: head h of layer l
+    has its own raw arrays (`variant.param_defs()` with
+    Dims(model=D, qk=qk_dim or d_h, encoded=D), a leading head axis, folded by
+    `attention.fold_params` per head), its own pa_{t-1} (pa_0 = 0) and its
+    own read-outs sigma, rho, f_mix; pa^{l,h}_t is the attended position of
+    that head (with `position_reference`: from its lambda'^{l,h}_t);
+  * the query of layer l at step t is that layer's post-self-attention hidden
+    state at t, normalised by the layer's cross-attention pre-LayerNorm (the
+    same vector feeds W_q, the location read-outs and f_mix); for the
+    Relative / ROPE score branches the query's step index is the 0-based
+    decoder position t - 1, as in the GRU model;
+  * the memory is the encoder's output e (after its final LayerNorm); for a
+    direction-mixing ("Bi-") variant each layer has one gate
+    alpha^l = sigmoid(5 f^l_dir(e_cls)) (Eq. 17), shared by its heads, with
+    e_cls the encoder's output at START (position 0, which attends to the whole
+    input), and that layer's keys AND values come from
+    e^l_dir = alpha^l e + (1 - alpha^l) e_rev (Eq. 18), as `models.CrossAttention`;
+    f^l_dir starts at zero (alpha = 1/2): e_cls is a LayerNorm output, and a
+    Glorot f_dir saturated the gate before training (Copy, 1 layer, 2 heads,
+    seeds 0-11: 7 learned with it, 12 with the zero start);
+  * values: v^h_i = e_i W_v^h (no bias, d_h wide: the standard multi-head value
+    path, not the GRU model's leaky-ReLU "inter value" transform); f_o of
+    Eq. 2 is the head's slice W_o^h [d_h, D] of the usual output projection,
+    passed to `fold_params` as the raw 'out' array (the registry declares
+    'out' [D, D], i.e. d_v = D; here d_v = d_h);
+  * the content branch is used unfolded (`ScoreBranch.fold_query=False`, the
+    same function of the same raw arrays): folding W_q into the keys makes
+    them D wide instead of d_h, H times the memory, and in the parallel form
+    the per-step query product it saves is one batched product anyway.
+
+The rest is a standard pre-LN Transformer: the encoder reads
+`START x_1..x_n END` (learned START/END vectors; s = n + 2 positions, the
+attention kernels' convention), embeddings are scaled by sqrt(D) and shared by
+encoder, decoder and the (tied) output layer, plus a vocabulary bias; the
+self-attention positions are `positions`: 'sinusoidal' (absolute, added to
+the embeddings; default), 'rope' (rotary, a relative scheme, applied to the
+self-attention queries and keys; `attention.rotary_embedding`) or 'none'.
+Dropout (training only) on the embeddings and on every residual branch.
+
+Two forms, equal on the same weights: the parallel teacher-forced `__call__`
+and the step-by-step form (`decode_step`: a KV cache for the self-attention
+and the per-layer, per-head location carry), used by `teacher_forced_steps`
+(gold tokens fed through the cached step) and `greedy`.
+
+Shapes: B batch, N source tokens, S = N + 2 encoder positions, T decoder
+steps, V vocabulary, D model width, H heads, d_h (K below) head width, Q the
+query/key width of the cross-attention, L decoder layers.
+
+Dtypes (Flax's convention, as `models.Seq2Seq`): `param_dtype` is the
+parameters', `dtype` the computation's; the LayerNorms, softmaxes, location
+recurrence and logits run in at least float32.
+"""
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from monoloc_jax import attention
+from monoloc_jax import errors
+from monoloc_jax.attention import AttentionCarry, AttentionMemory, AttentionParams, Variant
+from monoloc_jax.models import DecodeOutput
+
+Array = jax.Array
+DType = Any
+
+__all__ = ['Transformer', 'POSITIONS', 'CrossInvariants', 'DecodeCache', 'layer_norm',
+           'self_attention', 'self_attention_step', 'cross_attention_parallel',
+           'cross_attention_step', 'kernel_variant']
+
+POSITIONS = ('sinusoidal', 'rope', 'none')
+LAYER_NORM_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------
+# Pure pieces, shared by the parallel and the step-by-step forms.
+# --------------------------------------------------------------------------
+def _as(x: Array, dtype: DType) -> Array:
+  return x if x.dtype == dtype else x.astype(dtype)
+
+
+def layer_norm(x: Array, scale: Array, bias: Array, eps: float = LAYER_NORM_EPS) -> Array:
+  """LayerNorm over the last axis, computed in at least float32; x [..., D] -> x's dtype."""
+  work = attention.at_least_float32(x.dtype)
+  xw = _as(x, work)
+  mean = jnp.mean(xw, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(xw - mean), axis=-1, keepdims=True)
+  y = (xw - mean) * jax.lax.rsqrt(var + eps) * _as(scale, work) + _as(bias, work)
+  return _as(y, x.dtype)
+
+
+class SelfAttentionArrays(NamedTuple):
+  """Multi-head self-attention kernels (no biases): query, key, value [D, H, K];
+  out [H, K, D]."""
+  query: Array
+  key: Array
+  value: Array
+  out: Array
+
+
+class MLPArrays(NamedTuple):
+  """The position-wise MLP: [D, F] + [F], gelu, [F, D] + [D]."""
+  w_in: Array
+  b_in: Array
+  w_out: Array
+  b_out: Array
+
+
+class DecoderLayerArrays(NamedTuple):
+  """A pre-LN decoder layer's arrays besides its cross-attention (`CrossInvariants`)."""
+  ln_self: Tuple[Array, Array]
+  attn: SelfAttentionArrays
+  ln_cross: Tuple[Array, Array]
+  ln_mlp: Tuple[Array, Array]
+  mlp: MLPArrays
+
+
+def mlp(p: MLPArrays, x: Array) -> Array:
+  """x [..., D] -> [..., D]."""
+  return nn.gelu(x @ p.w_in + p.b_in) @ p.w_out + p.b_out
+
+
+def _project(x: Array, kernel: Array) -> Array:
+  """x [..., D] with kernel [D, H, K] -> [..., H, K]."""
+  return jnp.einsum('...d,dhk->...hk', x, kernel)
+
+
+def _rope(x: Array, positions: Array) -> Array:
+  """Rotates x [..., T, H, K] by its positions [T] (the same angle for every head)."""
+  return attention.rotary_embedding(x, positions[:, None])
+
+
+def self_attention(p: SelfAttentionArrays, x: Array, mask: Array, positions: str) -> Array:
+  """Parallel multi-head self-attention. x [B, T, D]; mask [B or 1, T, T] bool
+  (query t may read key j); positions: 'rope' rotates queries and keys by their
+  index. Returns [B, T, D]."""
+  q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, T, H, K]
+  if positions == 'rope':
+    index = jnp.arange(x.shape[1])
+    q, k = _rope(q, index), _rope(k, index)
+  work = attention.at_least_float32(x.dtype)
+  scores = jnp.einsum('bthk,bshk->bhts', q, k, preferred_element_type=work)
+  scores = scores / math.sqrt(q.shape[-1])
+  weights = attention.masked_softmax(scores, jnp.broadcast_to(mask[:, None], scores.shape))
+  context = jnp.einsum('bhts,bshk->bthk', _as(weights, v.dtype), v)
+  return jnp.einsum('bthk,hkd->btd', context, p.out)
+
+
+def self_attention_step(p: SelfAttentionArrays, x: Array, cache_k: Array, cache_v: Array,
+                        t: Array, positions: str) -> Tuple[Array, Array, Array]:
+  """One causal self-attention step with a KV cache.
+
+  x [B, D], the layer's normalised input at step t (0-based); cache_k, cache_v
+  [B, T_max, H, K] with the keys/values of steps < t. Returns (output [B, D],
+  cache_k, cache_v) with step t written. Equal to row t of `self_attention`
+  under a causal mask (masked keys get weight exactly 0 in both).
+  """
+  q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, H, K]
+  if positions == 'rope':
+    q, k = _rope(q[:, None], t[None])[:, 0], _rope(k[:, None], t[None])[:, 0]
+  cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, _as(k, cache_k.dtype), t, 1)
+  cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, _as(v, cache_v.dtype), t, 1)
+  work = attention.at_least_float32(x.dtype)
+  scores = jnp.einsum('bhk,bshk->bhs', q, cache_k, preferred_element_type=work)
+  scores = scores / math.sqrt(q.shape[-1])
+  mask = jnp.broadcast_to(jnp.arange(cache_k.shape[1]) <= t, scores.shape)
+  weights = attention.masked_softmax(scores, mask)
+  context = jnp.einsum('bhs,bshk->bhk', _as(weights, cache_v.dtype), cache_v)
+  return jnp.einsum('bhk,hkd->bd', context, p.out), cache_k, cache_v
+
+
+# --------------------------------------------------------------------------
+# The cross-attention: any variant, per layer and per head.
+# --------------------------------------------------------------------------
+def kernel_variant(variant: Variant) -> Variant:
+  """The variant the kernels run: `variant` with the content branch unfolded
+  (`ScoreBranch.fold_query=False`), the same function of the same raw arrays
+  (see the module docstring)."""
+  if variant.scores is None or not variant.scores.fold_query:
+    return variant
+  return dataclasses.replace(variant,
+                             scores=dataclasses.replace(variant.scores, fold_query=False))
+
+
+class CrossInvariants(NamedTuple):
+  """One decoder layer's cross-attention, prepared once per sequence.
+
+  params: the folded `attention.AttentionParams` of the H heads, every array
+    with a leading head axis (params.out [H, K, D]: head h's f_o = W_o^h);
+  memory: `attention.AttentionMemory` with keys [H, B, S, Q] (or None) and
+    values [H, B, S, K] per head; mask, positions [B, S] and lengths [B] shared;
+  alpha: [B] the layer's direction gate alpha_dir (ones without direction mixing).
+  """
+  params: AttentionParams
+  memory: AttentionMemory
+  alpha: Array
+
+
+class _Skipped:
+  """Stands for the attention output o_t inside `attention_step` when the caller
+  forms it after the loop (see `_skips`)."""
+
+  def __repr__(self):
+    return '<attention output: formed after the loop>'
+
+
+_SKIPPED = _Skipped()
+
+
+def _op_key(op) -> Any:
+  """The identity of a tapped op (a functools.partial is keyed by its function)."""
+  return op.func if isinstance(op, functools.partial) else op
+
+
+def _skips(op, x) -> bool:
+  """The reads `attention_step` makes of the values (Eq. 2's weighted sum) and of
+  f_o (applied to that sum): both are formed for all steps after the loop."""
+  return op is attention.weighted_sum or x is _SKIPPED
+
+
+def _head_parallel(variant: Variant, params: AttentionParams, memory: AttentionMemory,
+                   queries: Array, min_sigma: float) -> Tuple[Array, Dict[str, Array]]:
+  """One head's attention weights for all steps, teacher-forced.
+
+  queries: [T, B, D]. Returns (weights [T, B, S], aux {name: [T, B]}).
+
+  Pass 1 (`jax.vmap` over t): `attention_step` with pa_{t-1} = 0 and a tap that
+  records the result of every read of an invariant (all depend on the query and
+  t only), one batched product each. Pass 2 (`lax.scan` over t, location
+  variants only): `attention_step` again, from the true pa_{t-1}, with a tap that
+  replays pass 1's records in the same order, so the loop runs only the
+  elementwise recurrence.
+  """
+  loc_dtype = attention.at_least_float32(queries.dtype)
+  batch = queries.shape[1]
+  sequence: List[Any] = []          # the tapped ops, in call order (static)
+
+  def record(query, t):
+    records = []
+    del sequence[:]                   # (traced once; a retrace records afresh)
+
+    def tap(op, x, w):
+      if _skips(op, x):
+        return _SKIPPED
+      y = op(x, w)
+      records.append(y)
+      sequence.append(_op_key(op))
+      return y
+    carry = AttentionCarry(jnp.zeros((batch,), loc_dtype), t)
+    _, weights, _, aux = attention.attention_step(variant, params, memory, query, carry,
+                                                  min_sigma, tap)
+    return weights, aux, records
+
+  steps = jnp.arange(queries.shape[0], dtype=jnp.int32)
+  weights, aux, records = jax.vmap(record)(queries, steps)
+  if variant.location is None:        # no pa_{t-1}: pass 1 is the answer
+    return weights, aux
+
+  def replay(carry, xs):
+    query, step_records = xs
+    calls = iter(zip(sequence, step_records))
+
+    def tap(op, x, w):
+      del w                           # the read's result was recorded in pass 1
+      if _skips(op, x):
+        return _SKIPPED
+      try:
+        key, y = next(calls)
+      except StopIteration:
+        raise errors.MonolocError('transformer: attention_step reads more invariants in '
+                                  'the loop than when its read-outs were recorded') from None
+      if key is not _op_key(op):
+        raise errors.MonolocError(f'transformer: attention_step read {_op_key(op)!r} where '
+                                  f'{key!r} was recorded')
+      return y
+
+    _, weights, carry, aux = attention.attention_step(variant, params, memory, query, carry,
+                                                      min_sigma, tap)
+    if next(calls, None) is not None:
+      raise errors.MonolocError('transformer: attention_step reads fewer invariants in the '
+                                'loop than when its read-outs were recorded')
+    return carry, (weights, aux)
+
+  carry = attention.initial_carry(batch, loc_dtype)
+  _, (weights, aux) = jax.lax.scan(replay, carry, (queries, records))
+  return weights, aux
+
+
+def cross_attention_parallel(variant: Variant, cross: CrossInvariants, queries: Array,
+                             min_sigma: float = attention.MIN_SIGMA):
+  """A layer's cross-attention for all steps at once (teacher forcing).
+
+  variant: the kernels' variant (`kernel_variant`); queries: [B, T, D] the
+  layer's normalised post-self-attention states. Returns (o [B, T, D] summed
+  over heads, weights [B, T, H, S] over the (direction-mixed) memory, aux
+  {name: [B, T, H]}).
+  """
+  memory = cross.memory
+  per_step = jnp.swapaxes(queries, 0, 1)                                   # [T, B, D]
+
+  def head(params, keys, values):
+    return _head_parallel(variant, params, memory._replace(keys=keys, values=values),
+                          per_step, min_sigma)
+  weights, aux = jax.vmap(head)(cross.params, memory.keys, memory.values)  # [H, T, B, S]
+  weights = _as(weights, memory.values.dtype)
+  # Eq. 2 for every step and head at once: o_t = sum_h (sum_i a^h_ti v^h_i) W_o^h.
+  context = jnp.einsum('htbs,hbsk->bthk', weights, memory.values)
+  out = jnp.einsum('bthk,hkd->btd', context, cross.params.out)
+  return (out, jnp.transpose(weights, (2, 1, 0, 3)),
+          {k: jnp.transpose(v, (2, 1, 0)) for k, v in aux.items()})
+
+
+def cross_attention_step(variant: Variant, cross: CrossInvariants, query: Array,
+                         carry: AttentionCarry, min_sigma: float = attention.MIN_SIGMA):
+  """A layer's cross-attention for one step: `attention.attention_step` per head.
+
+  query: [B, D]; carry: pa_{t-1} [H, B] per head and the step index [].
+  Returns (o [B, D], weights [B, H, S], new carry, aux {name: [B, H]}).
+  """
+  memory = cross.memory
+
+  def head(params, keys, values, pa_prev):
+    o, weights, new, aux = attention.attention_step(
+        variant, params, memory._replace(keys=keys, values=values), query,
+        AttentionCarry(pa_prev, carry.t), min_sigma)
+    return o, weights, new.pa_prev, aux
+  o, weights, pa, aux = jax.vmap(head)(cross.params, memory.keys, memory.values,
+                                       carry.pa_prev)
+  return (jnp.sum(o, axis=0), jnp.swapaxes(weights, 0, 1), AttentionCarry(pa, carry.t + 1),
+          {k: v.T for k, v in aux.items()})
+
+
+def _per_head(init: Callable[..., Array], heads: int) -> Callable[..., Array]:
+  """An initialiser of [heads, *shape]: `init` drawn independently per head."""
+  def stacked(key, shape, dtype=jnp.float32):
+    return jnp.stack([init(k, tuple(shape[1:]), dtype) for k in jax.random.split(key, heads)])
+  return stacked
+
+
+class LocationCrossAttention(nn.Module):
+  """The parameters of one decoder layer's cross-attention (any variant, H heads),
+  and its encoder side. Calling it returns the layer's `CrossInvariants`."""
+  variant: Variant
+  dim: int
+  num_heads: int
+  head_dim: int
+  qk_dim: int
+  init_scheme: str = 'library'
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array) -> CrossInvariants:
+    """encoded: [B, S, D]; encoded_cls: [B, D] (e at START); lengths: [B] valid positions."""
+    variant, scheme, heads, pd = self.variant, self.init_scheme, self.num_heads, self.param_dtype
+    encoded = _as(jnp.asarray(encoded), self.dtype)
+    gate_dtype = attention.at_least_float32(self.dtype)
+    if variant.direction_mixing:                                           # Eq. 17-18
+      # f_dir starts at 0 (alpha_dir = 1/2 for every input): e_cls here is a
+      # LayerNorm output (unit-variance entries), so a Glorot f_dir gives
+      # 5 f_dir(e_cls) a standard deviation of about 7 and alpha_dir saturates at 0
+      # or 1 (reading backwards or forwards) before training starts.
+      gate = nn.Dense(1, dtype=self.dtype, param_dtype=pd, name='direction',
+                      kernel_init=nn.initializers.zeros_init(),
+                      bias_init=nn.initializers.zeros_init())
+      alpha = attention.direction_gate(_as(gate(encoded_cls)[:, 0], gate_dtype))
+      encoded = attention.direction_mixing(encoded, lengths, alpha)
+    else:
+      alpha = jnp.ones(encoded.shape[:1], gate_dtype)
+    dims = attention.Dims(model=self.dim, qk=self.qk_dim, encoded=encoded.shape[-1])
+    raw = {p.name: self.param(p.name, _per_head(attention.initializer(p, scheme, dims), heads),
+                              (heads,) + tuple(p.shape(dims)), pd)
+           for p in variant.param_defs() if p.name != 'out'}
+    # f_o (Eq. 2) of head h: its slice W_o^h [K, D] of the multi-head output projection.
+    raw['out'] = self.param('out', nn.initializers.glorot_uniform(in_axis=(0, 1), out_axis=2),
+                            (heads, self.head_dim, self.dim), pd)
+    value_kernel = self.param('value', nn.initializers.glorot_uniform(in_axis=0,
+                                                                      out_axis=(1, 2)),
+                              (encoded.shape[-1], heads, self.head_dim), pd)
+    values = jnp.einsum('bsd,dhk->hbsk', encoded, _as(value_kernel, self.dtype))
+    kernels = kernel_variant(variant)
+    params = jax.vmap(functools.partial(attention.fold_params, kernels, dtype=self.dtype))(raw)
+    memory = jax.vmap(lambda p, v: attention.make_memory(kernels, p, encoded, v, lengths),
+                      out_axes=AttentionMemory(0, 0, None, None, None))(params, values)
+    return CrossInvariants(params, memory, alpha)
+
+
+# --------------------------------------------------------------------------
+# Parameter holders (arrays only; the computation is the pure functions above).
+# --------------------------------------------------------------------------
+class LayerNormParams(nn.Module):
+  dim: int
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self) -> Tuple[Array, Array]:
+    return (self.param('scale', nn.initializers.ones_init(), (self.dim,), self.param_dtype),
+            self.param('bias', nn.initializers.zeros_init(), (self.dim,), self.param_dtype))
+
+
+class SelfAttentionParams(nn.Module):
+  dim: int
+  num_heads: int
+  head_dim: int
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self) -> SelfAttentionArrays:
+    shape = (self.dim, self.num_heads, self.head_dim)
+    qkv = nn.initializers.glorot_uniform(in_axis=0, out_axis=(1, 2))
+    out = nn.initializers.glorot_uniform(in_axis=(0, 1), out_axis=2)
+    return SelfAttentionArrays(
+        self.param('query', qkv, shape, self.param_dtype),
+        self.param('key', qkv, shape, self.param_dtype),
+        self.param('value', qkv, shape, self.param_dtype),
+        self.param('out', out, (self.num_heads, self.head_dim, self.dim), self.param_dtype))
+
+
+class MLPParams(nn.Module):
+  dim: int
+  mlp_dim: int
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self) -> MLPArrays:
+    glorot, zeros, pd = nn.initializers.glorot_uniform(), nn.initializers.zeros_init(), \
+        self.param_dtype
+    return MLPArrays(self.param('w_in', glorot, (self.dim, self.mlp_dim), pd),
+                     self.param('b_in', zeros, (self.mlp_dim,), pd),
+                     self.param('w_out', glorot, (self.mlp_dim, self.dim), pd),
+                     self.param('b_out', zeros, (self.dim,), pd))
+
+
+class DecodeCache(NamedTuple):
+  """The step-by-step decoder's state.
+
+  keys, values: per decoder layer, the self-attention cache [B, T_max, H, K];
+  location: per decoder layer, `attention.AttentionCarry` with pa_{t-1} [H, B]
+    per head and the step index [];
+  t: [] int, the 0-based index of the next step.
+  """
+  keys: Tuple[Array, ...]
+  values: Tuple[Array, ...]
+  location: Tuple[AttentionCarry, ...]
+  t: Array
+
+
+class _Decoder(NamedTuple):
+  """Everything the decoder reads, as arrays (closed over by the loops)."""
+  embedding: Array          # [V, D], computation dtype
+  vocab_bias: Array         # [V], logits dtype
+  layers: Tuple[DecoderLayerArrays, ...]
+  cross: Tuple[CrossInvariants, ...]
+  final_norm: Tuple[Array, Array]
+
+
+class Transformer(nn.Module):
+  """Pre-LN Transformer encoder-decoder with one cross-attention variant.
+
+  The interface mirrors `models.Seq2Seq` (vocab_size, variant, pad/sos/eos ids,
+  dropout_rate, min_sigma, init_scheme, dtype, param_dtype; `__call__` and
+  `greedy` return `models.DecodeOutput`). Sizes: num_layers decoder layers
+  (and encoder layers unless num_encoder_layers), num_heads heads of width
+  model_dim / num_heads, mlp_dim MLP units; qk_dim: the cross-attention's
+  per-head query/key width Q (None: the head width). positions: see `POSITIONS`.
+
+  DecodeOutput.attention [B, T, S]: the last decoder layer's weights averaged
+  over its heads, mapped to input positions for direction-mixing variants
+  (`attention.input_attention`). aux: 'mu', 'sigma', 'step', 'mix' [B, T, L, H]
+  where the variant has them (e_dir units), 'direction' [B] (the last layer's
+  alpha_dir), 'layer_direction' [B, L], 'layer_attention' [B, T, L, H, S] (every
+  layer's and head's weights over the memory, e_dir positions).
+  """
+  vocab_size: int
+  variant: Variant
+  num_layers: int = 2
+  num_encoder_layers: Optional[int] = None    # None: num_layers
+  num_heads: int = 4
+  model_dim: int = 128
+  mlp_dim: int = 256
+  qk_dim: Optional[int] = None                 # None: model_dim // num_heads
+  positions: str = 'sinusoidal'                # a member of POSITIONS
+  dropout_rate: float = 0.1
+  min_sigma: float = attention.MIN_SIGMA
+  pad_id: int = 0
+  sos_id: int = 1
+  eos_id: int = 2
+  init_scheme: str = 'library'                 # for the cross-attention's arrays
+  dtype: Optional[DType] = None                # computation dtype; None: the parameters'
+  param_dtype: DType = jnp.float32
+
+  def setup(self):
+    d, pd = self.model_dim, self.param_dtype
+    if d % self.num_heads:
+      raise errors.MonolocError(f'Transformer: model_dim={d} is not a multiple of '
+                                f'num_heads={self.num_heads}')
+    if self.positions not in POSITIONS:
+      raise errors.unknown_name('positions', self.positions, dict.fromkeys(POSITIONS))
+    head_dim = d // self.num_heads
+    embed_init = nn.initializers.normal(stddev=d ** -0.5)
+    self.embedding = self.param('embedding', embed_init, (self.vocab_size, d), pd)
+    self.compute_dtype = jnp.dtype(self.embedding.dtype if self.dtype is None else self.dtype)
+    self.start = self.param('start', embed_init, (d,), pd)
+    self.end = self.param('end', embed_init, (d,), pd)
+    self.vocab_bias = self.param('vocab_bias', nn.initializers.zeros_init(),
+                                 (self.vocab_size,), pd)
+    n_enc = self.num_layers if self.num_encoder_layers is None else self.num_encoder_layers
+    attn = lambda: SelfAttentionParams(d, self.num_heads, head_dim, pd)
+    self.encoder_layers = [
+        dict(ln_attn=LayerNormParams(d, pd), attn=attn(), ln_mlp=LayerNormParams(d, pd),
+             mlp=MLPParams(d, self.mlp_dim, pd)) for _ in range(n_enc)]
+    self.encoder_norm = LayerNormParams(d, pd)
+    self.decoder_layers = [
+        dict(ln_self=LayerNormParams(d, pd), attn=attn(), ln_cross=LayerNormParams(d, pd),
+             ln_mlp=LayerNormParams(d, pd), mlp=MLPParams(d, self.mlp_dim, pd))
+        for _ in range(self.num_layers)]
+    self.cross_attention = [
+        LocationCrossAttention(self.variant, d, self.num_heads, head_dim,
+                               self.qk_dim or head_dim, self.init_scheme, self.compute_dtype, pd)
+        for _ in range(self.num_layers)]
+    self.decoder_norm = LayerNormParams(d, pd)
+    self.dropout = nn.Dropout(self.dropout_rate)
+
+  @property
+  def location_dtype(self) -> DType:
+    """The dtype of the location recurrence, the softmaxes and the logits."""
+    return attention.at_least_float32(self.compute_dtype)
+
+  def _cast(self, tree):
+    """Float arrays of `tree` in the computation dtype (LayerNorm arrays excepted by callers)."""
+    return jax.tree_util.tree_map(lambda a: _as(jnp.asarray(a), self.compute_dtype), tree)
+
+  def _embed(self, tokens: Array) -> Array:
+    """tokens [...] -> E[tokens] sqrt(D) [..., D]."""
+    table = _as(self.embedding, self.compute_dtype)
+    return jnp.take(table, tokens, axis=0) * math.sqrt(self.model_dim)
+
+  def _add_positions(self, x: Array, index: Array) -> Array:
+    """x [..., T, D] plus the sinusoid of `index` [T] under 'sinusoidal' positions."""
+    if self.positions != 'sinusoidal':
+      return x
+    return x + attention.sinusoidal_embedding(index, self.model_dim, x.dtype)
+
+  # ------------------------------------------------------------------ encoder
+  def encode(self, src: Array, src_lengths: Array, train: bool = False):
+    """src [B, N] ids, src_lengths [B] -> (e [B, S, D], lengths [B] = src_lengths + 2,
+    per decoder layer its `CrossInvariants`)."""
+    batch, n = src.shape
+    dtype = self.compute_dtype
+    scale = math.sqrt(self.model_dim)
+    pos = jnp.arange(n + 2)[None, :, None]
+    start = jnp.broadcast_to(_as(self.start, dtype) * scale, (batch, 1, self.model_dim))
+    x = jnp.concatenate([start, self._embed(src), jnp.zeros((batch, 1, self.model_dim), dtype)],
+                        axis=1)
+    end_pos = (src_lengths + 1)[:, None, None]
+    x = jnp.where(pos == end_pos, _as(self.end, dtype) * scale,
+                  jnp.where(pos > end_pos, jnp.zeros((), dtype), x))
+    lengths = src_lengths + 2                                              # s
+    x = self.dropout(self._add_positions(x, jnp.arange(n + 2)), deterministic=not train)
+    valid = jnp.arange(n + 2)[None, :] < lengths[:, None]                  # [B, S]
+    mask = jnp.broadcast_to(valid[:, None, :], (batch, n + 2, n + 2))     # query i reads key j
+    for layer in self.encoder_layers:
+      h = layer_norm(x, *layer['ln_attn']())
+      x = x + self.dropout(self_attention(self._cast(layer['attn']()), h, mask, self.positions),
+                           deterministic=not train)
+      h = layer_norm(x, *layer['ln_mlp']())
+      x = x + self.dropout(mlp(self._cast(layer['mlp']()), h), deterministic=not train)
+    encoded = layer_norm(x, *self.encoder_norm())
+    cls = encoded[:, 0]                                                    # e at START
+    cross = tuple(c(encoded, cls, lengths) for c in self.cross_attention)
+    return encoded, lengths, cross
+
+  def build(self, src: Array, src_lengths: Array) -> None:
+    """Creates every parameter without running the decoder: `model.init(key, src,
+    src_lengths, method=model.build)` gives the parameters that initialising through
+    `__call__` gives (Flax draws each from its own path), for a fraction of the
+    tracing and compilation."""
+    _, _, cross = self.encode(src, src_lengths, False)
+    self._decoder(cross)
+
+  def _decoder(self, cross: Sequence[CrossInvariants]) -> _Decoder:
+    layers = tuple(DecoderLayerArrays(layer['ln_self'](), self._cast(layer['attn']()),
+                                      layer['ln_cross'](), layer['ln_mlp'](),
+                                      self._cast(layer['mlp']()))
+                   for layer in self.decoder_layers)
+    return _Decoder(_as(self.embedding, self.compute_dtype),
+                    _as(self.vocab_bias, self.location_dtype), layers, tuple(cross),
+                    self.decoder_norm())
+
+  def _logits(self, dec: _Decoder, x: Array) -> Array:
+    """x [..., D] -> logits [..., V] (tied output layer) in `location_dtype`."""
+    h = layer_norm(x, *dec.final_norm)
+    return jnp.einsum('...d,vd->...v', h, dec.embedding,
+                      preferred_element_type=self.location_dtype) + dec.vocab_bias
+
+  def _output(self, logits, tokens, weights: Array, aux: Dict[str, Array],
+              cross: Sequence[CrossInvariants], lengths: Array) -> DecodeOutput:
+    """weights [B, T, L, H, S], aux {name: [B, T, L, H]} -> DecodeOutput."""
+    weights = _as(weights, self.location_dtype)
+    last = jnp.mean(weights[:, :, -1], axis=2)                             # [B, T, S]
+    alphas = jnp.stack([c.alpha for c in cross], axis=1)                   # [B, L]
+    if self.variant.direction_mixing:
+      last = attention.input_attention(last, alphas[:, -1], lengths)
+    aux = dict(aux)
+    aux.update(direction=alphas[:, -1], layer_direction=alphas, layer_attention=weights)
+    return DecodeOutput(logits, tokens, last, aux)
+
+  # ------------------------------------------------------------------ parallel
+  def __call__(self, src: Array, src_lengths: Array, tgt_in: Array,
+               train: bool = False) -> DecodeOutput:
+    """Teacher-forced pass, all steps at once. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`;
+    returns logits [B, T, V] and the attention of every layer and head."""
+    _, lengths, cross = self.encode(src, src_lengths, train)
+    dec = self._decoder(cross)
+    steps = tgt_in.shape[1]
+    variant = kernel_variant(self.variant)
+    x = self._add_positions(jnp.take(dec.embedding, tgt_in, axis=0) * math.sqrt(self.model_dim),
+                            jnp.arange(steps))
+    x = self.dropout(x, deterministic=not train)
+    causal = jnp.tril(jnp.ones((steps, steps), bool))[None]
+    weights, aux = [], []
+    for layer, cross_l in zip(dec.layers, dec.cross):
+      h = layer_norm(x, *layer.ln_self)
+      x = x + self.dropout(self_attention(layer.attn, h, causal, self.positions),
+                           deterministic=not train)
+      query = layer_norm(x, *layer.ln_cross)
+      o, w, a = cross_attention_parallel(variant, cross_l, query, self.min_sigma)
+      x = x + self.dropout(o, deterministic=not train)
+      h = layer_norm(x, *layer.ln_mlp)
+      x = x + self.dropout(mlp(layer.mlp, h), deterministic=not train)
+      weights.append(w)
+      aux.append(a)
+    aux = {k: jnp.stack([a[k] for a in aux], axis=2) for k in aux[0]}
+    return self._output(self._logits(dec, x), None, jnp.stack(weights, axis=2), aux, cross,
+                        lengths)
+
+  # ------------------------------------------------------------------ step by step
+  def init_cache(self, batch: int, max_steps: int) -> DecodeCache:
+    """An empty `DecodeCache` for `max_steps` steps."""
+    head_dim = self.model_dim // self.num_heads
+    kv = jnp.zeros((batch, max_steps, self.num_heads, head_dim), self.compute_dtype)
+    carry = attention.initial_carry(batch, self.location_dtype)
+    location = AttentionCarry(jnp.broadcast_to(carry.pa_prev, (self.num_heads, batch)),
+                              carry.t)
+    return DecodeCache((kv,) * self.num_layers, (kv,) * self.num_layers,
+                       (location,) * self.num_layers, jnp.zeros((), jnp.int32))
+
+  def _step(self, dec: _Decoder, cache: DecodeCache, token: Array):
+    """One decoder step (pure in its arrays). token [B] the previous token.
+    Returns (cache, (logits [B, V], weights [B, L, H, S], aux {name: [B, L, H]}))."""
+    variant = kernel_variant(self.variant)
+    t = cache.t
+    x = self._add_positions(jnp.take(dec.embedding, token, axis=0) * math.sqrt(self.model_dim),
+                            t[None])
+    keys, values, location, weights, aux = [], [], [], [], []
+    for i, (layer, cross_l) in enumerate(zip(dec.layers, dec.cross)):
+      h = layer_norm(x, *layer.ln_self)
+      o, k, v = self_attention_step(layer.attn, h, cache.keys[i], cache.values[i], t,
+                                    self.positions)
+      x = x + o
+      query = layer_norm(x, *layer.ln_cross)
+      o, w, carry, a = cross_attention_step(variant, cross_l, query, cache.location[i],
+                                            self.min_sigma)
+      x = x + o
+      x = x + mlp(layer.mlp, layer_norm(x, *layer.ln_mlp))
+      keys.append(k)
+      values.append(v)
+      location.append(carry)
+      weights.append(w)
+      aux.append(a)
+    aux = {k: jnp.stack([a[k] for a in aux], axis=1) for k in aux[0]}
+    cache = DecodeCache(tuple(keys), tuple(values), tuple(location), t + 1)
+    return cache, (self._logits(dec, x), jnp.stack(weights, axis=1), aux)
+
+  def decode_step(self, cross: Sequence[CrossInvariants], cache: DecodeCache,
+                  token: Array):
+    """One cached decoder step for external loops: cross from `encode`, cache from
+    `init_cache`, token [B]. Returns (cache, (logits [B, V], weights [B, L, H, S],
+    aux {name: [B, L, H]}))."""
+    return self._step(self._decoder(cross), cache, token)
+
+  def teacher_forced_steps(self, src: Array, src_lengths: Array,
+                           tgt_in: Array) -> DecodeOutput:
+    """The teacher-forced pass run step by step (the gold tokens fed through the
+    cached step, `lax.scan`): the same function as `__call__` (train=False)."""
+    _, lengths, cross = self.encode(src, src_lengths, False)
+    dec = self._decoder(cross)
+    cache = self.init_cache(src.shape[0], tgt_in.shape[1])
+    _, (logits, weights, aux) = jax.lax.scan(functools.partial(self._step, dec), cache,
+                                             tgt_in.T)
+    swap = lambda a: jnp.swapaxes(a, 0, 1)
+    return self._output(swap(logits), None, swap(weights),
+                        {k: swap(v) for k, v in aux.items()}, cross, lengths)
+
+  def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
+    """Greedy decoding, argmax fed back, for at most `max_steps` steps (as
+    `models.Seq2Seq.greedy`: a `lax.while_loop` that stops once every row has
+    emitted `<eos>`; finished rows output `<pad>`). Returns tokens [B, max_steps]
+    and the attention/aux of every step (zeros after the loop stopped)."""
+    _, lengths, cross = self.encode(src, src_lengths, False)
+    dec = self._decoder(cross)
+    batch = src.shape[0]
+    step = functools.partial(self._step, dec)
+    cache0 = self.init_cache(batch, max_steps)
+    _, (_, weights_shape, aux_shapes) = jax.eval_shape(step, cache0,
+                                                       jnp.zeros((batch,), jnp.int32))
+
+    def body(state):
+      cache, token, done, tokens, weights_buf, aux_buf = state
+      t = cache.t
+      cache, (logits, weights, aux) = step(cache, token)
+      next_token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+      emitted = jnp.where(done, self.pad_id, next_token)
+      write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
+      return (cache, next_token, done | (next_token == self.eos_id), write(tokens, emitted),
+              write(weights_buf, weights), {k: write(aux_buf[k], v) for k, v in aux.items()})
+
+    def cond(state):
+      cache, _, done = state[:3]
+      return (cache.t < max_steps) & ~jnp.all(done)
+
+    buffer = lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype)
+    state = (cache0, jnp.full((batch,), self.sos_id, jnp.int32), jnp.zeros((batch,), bool),
+             jnp.full((max_steps, batch), self.pad_id, jnp.int32), buffer(weights_shape),
+             {k: buffer(v) for k, v in aux_shapes.items()})
+    *_, tokens, weights, aux = jax.lax.while_loop(cond, body, state)
+    swap = lambda a: jnp.swapaxes(a, 0, 1)
+    return self._output(None, tokens.T, swap(weights), {k: swap(v) for k, v in aux.items()},
+                        cross, lengths)
