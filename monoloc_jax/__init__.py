@@ -22,7 +22,8 @@ __version__ = '0.1.0'      # pyproject.toml's [project] version (tests check the
 
 # Submodules reachable as monoloc_jax.<name> without an explicit import.
 _SUBMODULES = ('attention', 'variants', 'models', 'rnn', 'train', 'inference', 'metrics',
-               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors')
+               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors',
+               'transformer')
 
 # Re-exported entry points: name -> the module that defines it.
 _EXPORTS = {

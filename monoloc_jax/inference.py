@@ -351,6 +351,11 @@ def restore_seed(workdir: str, seed_index: Optional[int] = None) -> RestoredSeed
   return RestoredSeed(config, vocab, model, one, choice)
 
 
+# DecodeOutput.aux entries with no step axis ([B, ...]); every other entry is [B, T, ...].
+# 'layer_direction' [B, L]: the Transformer's alpha_dir of every decoder layer.
+PER_INPUT_AUX = ('direction', 'layer_direction')
+
+
 class Decoded(NamedTuple):
   """One greedy decode, for inspection and plots.
 
@@ -358,7 +363,9 @@ class Decoded(NamedTuple):
   len(source) + 2] weights over START, the source tokens and END, one row per
   output token and one for `<eos>`; aux: per-step values [len(output) + 1]
   ('mu', 'sigma', 'step', 'mix' where the variant has them; mu and sigma in
-  normalised position units) and 'direction' (alpha_dir, a float); seed: the
+  normalised position units) and 'direction' (alpha_dir, a float); the Transformer
+  backbone adds 'layer_direction' [L] and 'layer_attention' [len(output) + 1, L, H, S]
+  and its per-step values are [len(output) + 1, L, H]; seed: the
   `SeedChoice` of the run's seed that decoded.
   """
   source: Tuple[str, ...]
@@ -398,8 +405,9 @@ def decode_with_attention(workdir: str, inputs: Sequence[str],
     res = greedy(one, np.asarray([ids], np.int32), np.asarray([len(ids)], np.int32), steps)
     decoded = vocab.decode(np.asarray(res.tokens)[0].tolist())
     rows = min(len(decoded) + 1, steps)
-    aux = {k: np.asarray(v)[0, :rows] for k, v in res.aux.items() if k != 'direction'}
-    aux['direction'] = float(np.asarray(res.aux['direction'])[0])
+    aux = {k: np.asarray(v)[0, :rows] if k not in PER_INPUT_AUX else np.asarray(v)[0]
+           for k, v in res.aux.items()}
+    aux['direction'] = float(aux['direction'])
     out.append(Decoded(tokens, decoded, np.asarray(res.attention)[0, :rows, :len(ids) + 2], aux,
                        choice))
   return out

@@ -39,7 +39,7 @@ from monoloc_jax import variants
 Array = jax.Array
 
 __all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'DecoderInvariants', 'DecoderConstants',
-           'decoder_step', 'DECODER_BACKWARDS', 'DTYPES', 'count_params', 'dtype_of',
+           'decoder_step', 'BACKBONES', 'DECODER_BACKWARDS', 'DTYPES', 'count_params', 'dtype_of',
            'from_config']
 
 DType = Any
@@ -506,9 +506,45 @@ def dtype_of(config) -> DType:
   return DTYPES[name]
 
 
-def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> Seq2Seq:
+def _gru(config, vocab, variant: attention.Variant, dtype) -> 'Seq2Seq':
+  """The paper's BiGRU -> GRU model (`Seq2Seq`)."""
+  return Seq2Seq(
+      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
+      vocab_size=len(vocab), variant=variant, init_scheme=config.get('init_scheme', 'library'),
+      embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
+      qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
+      decoder_init=config.get('decoder_init', 'final_states'),
+      decoder_backward=config.get('decoder_backward', 'autodiff'),
+      dropout_rate=config.dropout, min_sigma=config.min_sigma,
+      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+
+
+def _transformer(config, vocab, variant: attention.Variant, dtype) -> nn.Module:
+  """The pre-LN Transformer (`transformer.Transformer`): width config.hidden_dim,
+  config.transformer_layers / _heads / _mlp_dim / _positions; qk_dim 0 = head width."""
+  from monoloc_jax import transformer  # pylint: disable=g-import-not-at-top  (imports models)
+  return transformer.Transformer(
+      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
+      vocab_size=len(vocab), variant=variant, init_scheme=config.get('init_scheme', 'library'),
+      num_layers=config.transformer_layers, num_heads=config.transformer_heads,
+      model_dim=config.hidden_dim, mlp_dim=config.transformer_mlp_dim,
+      qk_dim=config.get('qk_dim', 0) or None, positions=config.transformer_positions,
+      dropout_rate=config.dropout, min_sigma=config.min_sigma,
+      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+
+
+# config.backbone -> builder(config, vocab, variant, dtype) -> the model (the one seam).
+BACKBONES = {
+    'gru': _gru,
+    'transformer': _transformer,
+}
+
+
+def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> nn.Module:
   """The model a training config describes, for vocabulary `vocab`.
 
+  config.backbone: a key of BACKBONES: 'gru' (default; `Seq2Seq`, the paper's) or
+    'transformer' (`transformer.Transformer`, beyond the paper).
   variant: an attention variant to use instead of the registry's `config.variant`
   (e.g. one defined outside the package); config.sigma_bias and
   config.location_normaliser apply to it too (`variants.with_config_options`).
@@ -521,6 +557,9 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
     'bfloat16', or 'float64' with jax_enable_x64); the parameters are kept in
     at least float32 (float64 for 'float64').
   """
+  backbone = config.get('backbone', 'gru')
+  if backbone not in BACKBONES:
+    raise errors.unknown_name('backbone', backbone, BACKBONES)
   decoder_init = config.get('decoder_init', 'final_states')
   if decoder_init not in DECODER_INITS:
     raise errors.unknown_name('decoder_init', decoder_init, DECODER_INITS)
@@ -530,12 +569,4 @@ def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> S
   dtype = dtype_of(config)
   variant = (variants.from_config(config) if variant is None
              else variants.with_config_options(variant, config))
-  return Seq2Seq(
-      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
-      vocab_size=len(vocab), variant=variant, init_scheme=init_scheme,
-      embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
-      qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
-      decoder_init=config.get('decoder_init', 'final_states'),
-      decoder_backward=config.get('decoder_backward', 'autodiff'),
-      dropout_rate=config.dropout, min_sigma=config.min_sigma,
-      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+  return BACKBONES[backbone](config, vocab, variant, dtype)

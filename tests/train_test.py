@@ -170,7 +170,7 @@ def _cli(*args):
     (['--mode=nope'], 'train|evaluate|predict'),
     (['--config.learning_rate=-1'], 'bad value for config.learning_rate'),
     (['--config.max_epochs=abc'], 'max_epochs'),
-    (['--config.foo=1'], "error: unknown config field 'foo'; valid fields: batch_size"),
+    (['--config.foo=1'], "error: unknown config field 'foo'; valid fields: backbone, batch_size"),
     (['--config=/nonexistent/config.py'], "cannot load the --config file '/nonexistent/config.py'"),
     (['--config.lr_patience=-1'], 'bad value for config.lr_patience: -1'),
     (['--config.embed_dim=0'], 'bad value for config.embed_dim: 0'),

@@ -56,11 +56,23 @@ def validate(config, task=None, variant=None) -> None:
        'a number >= 0'),
       ('mono_gate_init', math.isfinite(config.mono_gate_init), 'a finite number'),
       ('data_seed', config.data_seed >= 0, 'an integer >= 0'),
+      ('transformer_layers', config.transformer_layers >= 1, 'an integer >= 1'),
+      ('transformer_heads', config.transformer_heads >= 1
+       and (config.backbone != 'transformer' or config.hidden_dim % config.transformer_heads == 0),
+       f'an integer >= 1 that divides hidden_dim={config.hidden_dim}'),
+      ('transformer_mlp_dim', config.transformer_mlp_dim >= 1, 'an integer >= 1'),
   ]
   for name, ok, want in checks:
     if not ok:
       raise errors.MonolocError(f'bad value for config.{name}: {getattr(config, name)!r}; '
                                 f'it must be {want}')
+  if config.backbone not in models.BACKBONES:
+    raise errors.unknown_name('backbone', config.backbone, models.BACKBONES)
+  from monoloc_jax import transformer  # pylint: disable=g-import-not-at-top
+  if config.transformer_positions not in transformer.POSITIONS:
+    raise errors.MonolocError('bad value for config.transformer_positions: '
+                              f"{config.transformer_positions!r}; valid: "
+                              f"{', '.join(transformer.POSITIONS)}")
   if config.dev_metric not in ('greedy', 'teacher_forced'):
     raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
                               "valid: greedy, teacher_forced")

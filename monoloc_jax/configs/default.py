@@ -24,10 +24,18 @@ def get_config() -> ml_collections.ConfigDict:
   c.num_layers = 1           # GRU layers in encoder and decoder
   c.dropout = 0.5            # dropout rate during training
   c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
+                             # (transformer: per head; 0 = hidden_dim / transformer_heads)
   c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
   c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
   c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
+  # Backbone: 'gru' (the paper's BiGRU -> GRU) or 'transformer' (beyond the paper: a
+  # pre-LN Transformer of width hidden_dim and rate dropout; embed_dim, value_dim, num_layers unused).
+  c.backbone = 'gru'         # 'gru' or 'transformer' (models.BACKBONES)
+  c.transformer_layers = 2   # transformer only: encoder and decoder layers
+  c.transformer_heads = 4    # transformer only: attention heads (must divide hidden_dim)
+  c.transformer_mlp_dim = 512  # transformer only: MLP hidden units
+  c.transformer_positions = 'sinusoidal'  # transformer only: 'sinusoidal', 'rope' or 'none'
   c.init_scheme = 'library'  # parameter init: 'library' or 'authors_code' (the authors' torch inits)
   c.sigma_bias = True        # sigma read-out has a bias (False: as the authors' code)
   c.location_normaliser = 'padding_free'  # Eq. 9: 'padding_free' or 'authors_code' (sum + S*1e-20)
