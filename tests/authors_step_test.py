@@ -86,7 +86,8 @@ for _suffix, _ours in (('', 'fwd_0'), ('_reverse', 'bwd_0')):
       f'encoder.bias_ih_l0{_suffix}': (('encoder', _ours, 'b_i'), SAME),
       f'encoder.bias_hh_l0{_suffix}': (('encoder', _ours, 'b_h'), SAME),
   })
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+        'xla_cpu_use_fusion_emitters': False}
 
 
 def load(variant):

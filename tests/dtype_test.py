@@ -32,7 +32,8 @@ from monoloc_jax import train
 from monoloc_jax import variants
 from monoloc_jax.configs import default
 
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+        'xla_cpu_use_fusion_emitters': False}
 BF16 = jnp.bfloat16
 LENGTHS = np.array([6, 3, 5], np.int32)
 B, S, D = 3, 6, 8
@@ -347,7 +348,8 @@ X64_SCRIPT = textwrap.dedent('''
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update('jax_enable_x64', True)
     from monoloc_jax import models, variants
-    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+             'xla_cpu_use_fusion_emitters': False}
     vocab, lens = 9, np.array([5, 2, 4], np.int32)
     rng = np.random.default_rng(0)
     src = rng.integers(3, vocab, (3, 5)).astype(np.int32)

@@ -19,7 +19,8 @@ from monoloc_jax import models
 from monoloc_jax import variants
 
 VOCAB = 11
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+        'xla_cpu_use_fusion_emitters': False}
 NOT_MIXING_IN_REFERENCE = ('mix_onestep', 'mix_onestep_pr', 'mix_mono', 'mix_mono_pr',
                            'mix_rmono', 'mix_rmono_pr')
 

@@ -24,7 +24,8 @@ from monoloc_jax import attention
 from monoloc_jax import tapped_scan
 from monoloc_jax import variants
 
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+        'xla_cpu_use_fusion_emitters': False}
 B, D, V, T = 3, 4, 5, 6
 
 
@@ -109,7 +110,8 @@ X64_SCRIPT = textwrap.dedent('''
     import functools, sys
     import jax, jax.numpy as jnp, numpy as np
     from monoloc_jax import attention, models, tapped_scan, variants
-    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
+    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+            'xla_cpu_use_fusion_emitters': False}
     rng = np.random.default_rng(0)
     batch, n, steps, vocab = 3, 5, 4, 9
     lens = np.array([5, 2, 4], np.int32)
