@@ -37,16 +37,14 @@ BINS = ((0, 10), (10, 20), (20, 30), (30, 100))
 ALIGNED_TASKS = ('copy', 'reverse_copy')
 
 
-def trace(model, params, split, size: int, sos_id: int):
+def trace(greedy, params, split, size: int, sos_id: int):
   """(accuracy %, mean alpha_dir, mean step per bin, mean |mu - ideal| per bin) on
-  `size` samples."""
+  `size` samples; greedy(params, src, src_len, steps) is the jitted greedy decoder."""
   split = ip.EncodedSplit(split.src[:size], split.src_len[:size], split.tgt[:size],
                           split.tgt_len[:size], None, 0)
   correct, steps, errors, counts = 0, np.zeros(len(BINS)), np.zeros(len(BINS)), np.zeros(
       len(BINS))
   alphas = []
-  greedy = jax.jit(lambda p, s, l, n: model.apply({'params': p}, s, l, n, method=model.greedy),
-                   static_argnums=3)
   for idx, batch, n_steps in ip.eval_batches(split, 64, sos_id):
     out = greedy(params, batch.src, batch.src_len, n_steps)
     rows = len(idx)
@@ -82,10 +80,13 @@ def main(argv):
   print(f'{config.task} / {config.variant}; step (positions per output token) and '
         f'|mu - ideal| (positions) by output step')
   print(f'{"seed":>4} {"split":<9} {"acc":>6} {"a_dir":>5}  step: {head}   |mu-ideal|: {head}')
+  # One jitted decoder for every seed and split (compiled once per batch shape).
+  greedy = jax.jit(lambda p, s, l, n: model.apply({'params': p}, s, l, n, method=model.greedy),
+                   static_argnums=3)
   for i in range(jax.tree_util.tree_leaves(params)[0].shape[0]):
     seed_params = jax.tree_util.tree_map(lambda x, i=i: jnp.asarray(x[i]), params)
     for name, split in splits.items():
-      acc, alpha, step, err = trace(model, seed_params, split, _SIZE.value, vocab.sos_id)
+      acc, alpha, step, err = trace(greedy, seed_params, split, _SIZE.value, vocab.sos_id)
       if not aligned:
         step = err = np.full(len(BINS), np.nan)
       fmt = lambda xs: ' '.join(f'{x:6.2f}' if np.isfinite(x) else '     -' for x in xs)
