@@ -134,8 +134,14 @@ class Encoder(nn.Module):
   param_dtype: DType = jnp.float32
 
   @nn.compact
-  def __call__(self, x: Array, lengths: Array) -> Tuple[Array, Tuple[Array, ...]]:
-    """x: [B, S, E]; lengths: [B]. Outputs in `dtype`."""
+  def __call__(self, x: Array, lengths: Array,
+               ids: Optional[Array] = None) -> Tuple[Array, Tuple[Array, ...]]:
+    """x: [B, S, E]; lengths: [B]. Outputs in `dtype`.
+
+    Or x: a table [R, E] of input rows and ids: [B, S] row indices; the first
+    layer then projects the R rows once and gathers, (x W + b)[ids] =
+    x[ids] W + b (the decoder's token table does the same).
+    """
     finals = []
     per_dir = self.hidden // 2
     x = jnp.asarray(x, self.dtype)
@@ -144,10 +150,33 @@ class Encoder(nn.Module):
           x.shape[-1], per_dir, self.param_dtype, name=f'fwd_{layer}')(), self.dtype)
       bw_i, bb_i, bw_h, bb_h = _cast_all(GRUParams(
           x.shape[-1], per_dir, self.param_dtype, name=f'bwd_{layer}')(), self.dtype)
-      x, final = rnn.bidirectional_gru(x @ fw_i + fb_i, x @ bw_i + bb_i, lengths,
-                                       (fw_h, fb_h), (bw_h, bb_h))
+      x_f, x_b = x @ fw_i + fb_i, x @ bw_i + bb_i
+      if layer == 0 and ids is not None:
+        # Gather straight into the scan's layout: per gate, time-major [S, B, H],
+        # the backward direction's rows already reversed.
+        ids_rev = attention.reverse_valid(ids, lengths)
+        gather = lambda table, rows: tuple(jnp.take(t, rows.T, axis=0)
+                                           for t in rnn.split_gates(table, per_dir))
+        x, final = rnn.bidirectional_gru_time_major(
+            gather(x_f, ids), gather(x_b, ids_rev), lengths, (fw_h, fb_h), (bw_h, bb_h))
+      else:
+        x, final = rnn.bidirectional_gru(x_f, x_b, lengths, (fw_h, fb_h), (bw_h, bb_h))
       finals.append(final)
     return x, tuple(finals)
+
+
+def input_row_ids(src: Array, src_lengths: Array, vocab_size: int) -> Array:
+  """The encoder input START x_1..x_n END 0.. as row ids [B, N + 2] of the table
+  [embeddings (V); START; END; zeros]: position 0 -> V, 1..n -> the tokens,
+  n + 1 -> V + 1, after it -> V + 2 (src's own padding is never read)."""
+  batch, n = src.shape
+  pos = jnp.arange(n + 2)[None, :]
+  shifted = jnp.concatenate([jnp.zeros((batch, 1), src.dtype), src,
+                             jnp.zeros((batch, 1), src.dtype)], 1)
+  end = (src_lengths + 1)[:, None]
+  return jnp.where(pos == 0, vocab_size,
+                   jnp.where(pos < end, shifted,
+                             jnp.where(pos == end, vocab_size + 1, vocab_size + 2)))
 
 
 class CrossAttention(nn.Module):
@@ -373,17 +402,15 @@ class Seq2Seq(nn.Module):
     backward pass, the per-step gradient accumulation of the values get 3x
     larger; see BUILD_NOTES.md.)
     """
-    batch, n = src.shape
     dtype = self.compute_dtype
-    pos = jnp.arange(n + 2)[None, :, None]
-    tokens = jnp.take(jnp.asarray(self.embedding, dtype), src, axis=0)    # [B, N, E]
-    start, end = jnp.asarray(self.start, dtype), jnp.asarray(self.end, dtype)
-    x = jnp.concatenate([jnp.broadcast_to(start, (batch, 1, self.embed_dim)),
-                         tokens, jnp.zeros((batch, 1, self.embed_dim), dtype)], 1)
-    end_pos = (src_lengths + 1)[:, None, None]
-    x = jnp.where(pos == end_pos, end, jnp.where(pos > end_pos, jnp.zeros((), dtype), x))
+    # The encoder input START x_1..x_n END 0.. as rows of one table [V + 3, E]
+    # (the embeddings, START, END, a zero row), so that the first layer projects
+    # the table once and gathers (`Encoder`).
+    rows = jnp.concatenate([self.embedding, self.start[None], self.end[None],
+                            jnp.zeros((1, self.embed_dim), self.embedding.dtype)], 0)
+    ids = input_row_ids(src, src_lengths, self.vocab_size)                 # [B, N + 2]
     lengths = src_lengths + 2                                              # s
-    encoded, finals = self.encoder(x, lengths)
+    encoded, finals = self.encoder(jnp.asarray(rows, dtype), lengths, ids)
     encoded = self.dropout(encoded, deterministic=not train)
     h0 = tuple(_as(h, self.location_dtype)                               # float32 state
                for h in DECODER_INITS[self.decoder_init](finals, self.num_layers))

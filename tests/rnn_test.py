@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from monoloc_jax import attention
 from monoloc_jax import rnn
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -203,3 +204,23 @@ def test_kernel_under_jit_vmap_grad(name):
   for g in float_grads:
     assert np.all(np.isfinite(np.asarray(g)))
   assert any(np.any(np.asarray(g) != 0) for g in float_grads)
+
+
+def test_time_major_bidirectional_gru_equals_batch_major():
+  """The encoder's first layer feeds `bidirectional_gru_time_major` per-gate,
+  time-major inputs with the backward rows already reversed; it must equal
+  `bidirectional_gru` on the same projections (outputs and final states)."""
+  rng = np.random.default_rng(3)
+  batch, n_pos, hidden = 3, 6, 5
+  lengths = np.array([6, 2, 4], np.int32)
+  fwd = torch_gru_weights(rng, 4, hidden)
+  bwd = torch_gru_weights(rng, 4, hidden)
+  xf, xb = normal(rng, batch, n_pos, 3 * hidden), normal(rng, batch, n_pos, 3 * hidden)
+  expected = rnn.bidirectional_gru(xf, xb, lengths, (fwd[1].T, fwd[3]), (bwd[1].T, bwd[3]))
+  xs_f = rnn.time_major_gates(jnp.asarray(xf), hidden)
+  xs_b = rnn.time_major_gates(attention.reverse_valid(xb, lengths), hidden)
+  assert [x.shape for x in xs_f] == [(n_pos, batch, hidden)] * 3
+  got = rnn.bidirectional_gru_time_major(xs_f, xs_b, lengths, (fwd[1].T, fwd[3]),
+                                         (bwd[1].T, bwd[3]))
+  for g, e in zip(got, expected):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
