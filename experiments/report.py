@@ -536,6 +536,66 @@ def procedures(results, paper) -> List[str]:
   return lines
 
 
+def _median_cell(accs: Sequence[float]) -> str:
+  """'median [per seed]' of accuracies (%)."""
+  return f"{_fmt(_median(accs))} [{', '.join(_fmt(a) for a in accs)}]"
+
+
+# The Transformer settings a unit record states ('protocol'), in the order they are told.
+TRANSFORMER_SETTINGS = (('transformer_layers', 'encoder and decoder layers'),
+                        ('transformer_heads', 'heads'), ('hidden_dim', 'width'),
+                        ('transformer_mlp_dim', 'MLP width'),
+                        ('transformer_positions', 'self-attention positions'),
+                        ('warmup_steps', 'lr warmup updates'), ('dropout', 'dropout'))
+
+
+def _transformer_settings(records: Sequence[Mapping[str, Any]]) -> str:
+  """The Transformer's size and training additions, from the records themselves."""
+  def values(key):
+    return ', '.join(sorted({str(r['protocol'].get(key, 'not recorded')) for r in records}))
+  return 'Transformer: ' + '; '.join(f'{what} {values(key)}'
+                                     for key, what in TRANSFORMER_SETTINGS) + '.'
+
+
+def transformer_grid(results) -> List[str]:
+  """Beyond the paper: grid `transformer` (Table 2's tasks and four variants on the
+  Transformer backbone), each run beside the same variant on the paper's GRU (grid
+  `table2`). Nothing while the grid has no results, so the paper's report is unchanged."""
+  runs = grids_lib.grid_runs()['transformer']
+  records_all = [r for task, label in runs for r in results.get(('transformer', task, label), [])]
+  if not records_all:
+    return []
+  lines = ['## Beyond the paper: a Transformer backbone on Table 2\'s tasks', '',
+           '**Not in the paper, and not part of the reproduction**: the paper trains GRUs only. '
+           "Grid `transformer` runs Table 2's eight tasks with four of its cross-attention "
+           'variants as the cross-attention of a pre-LN Transformer encoder-decoder '
+           '(`--config.backbone=transformer`, `monoloc_jax/transformer.py`), under the '
+           "protocol below (the Table 2 grid's, with the Transformer's settings).", '',
+           _protocol(records_all), '', _transformer_settings(records_all), '',
+           'Cells: median sequence accuracy (%) over seeds [per seed]. "GRU" is the same '
+           "variant's median in grid `table2` (the paper's BiGRU -> GRU, this protocol), "
+           'at the same lengths.', '']
+  for task in grids_lib.TABLE2_TASKS:
+    splits = splits_of(task)
+    lengths = ' / '.join(LENGTH_OF[s] for s in splits)
+    lines += [f'### {TASK_NAMES[task]}', '',
+              '| variant | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
+              + f' | GRU: seeds | GRU: len {lengths} | epochs |',
+              '|' + '---|' * (5 + len(splits))]
+    for label in [l for t, l in runs if t == task]:
+      records = results.get(('transformer', task, label), [])
+      cells = ([_median_cell([r['test'][s]['accuracy'] for r in records]) for s in splits]
+               if records else ['not run'] * len(splits))
+      gru = results.get(('table2', task, label.split('.')[0]), [])
+      gru_cell = (' / '.join(_fmt(_median([r['test'][s]['accuracy'] for r in gru]))
+                             for s in splits) if gru else 'not run')
+      epochs = ', '.join(str(r['epochs']) for r in records) if records else '–'
+      lines.append(f"| {label.split('.')[0]} | {len(records)} | {' | '.join(cells)} | "
+                   f'{len(gru)} | {gru_cell} | {epochs} |')
+    lines.append('')
+  return lines
+
+
 def missing(results) -> List[str]:
   have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
   lines = ['## Missing units', '',
@@ -585,6 +645,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
   out += table3_explain(results, paper)
   out += procedures(results, paper)
   out += authors_code(load_authors_code(results_dir), results, paper)
+  out += transformer_grid(results)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'
 

@@ -3,6 +3,7 @@
   python experiments/reproduce.py --grid=all --seeds=0            # first pass, one seed
   python experiments/reproduce.py --grid=table2,table3 --seeds=1,2
   python experiments/reproduce.py --grid=table2 --dry_run         # what is done / left
+  python experiments/reproduce.py --grid=transformer --seeds=0,1,2  # beyond the paper
   python experiments/report.py                                    # REPRODUCTION.md
   python experiments/reproduce.py --grid=all --seeds=0,1,2,3,4 --executor=ray \
       --ray_address=auto --ray_gpus_per_unit=1                   # units as Ray tasks
@@ -95,7 +96,8 @@ PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 
                    'num_layers', 'hidden_dim', 'qk_dim', 'decoder_init', 'mono_gate_init',
                    'bucket_batches', 'data_seed', 'improvement_tolerance', 'plateau_rule',
                    'plateau_threshold', 'source_eos_tasks', 'init_scheme', 'sigma_bias',
-                   'location_normaliser')
+                   'location_normaliser', 'warmup_steps', 'backbone', 'transformer_layers',
+                   'transformer_heads', 'transformer_mlp_dim', 'transformer_positions')
 
 
 def code_commit() -> Dict[str, Any]:
@@ -237,7 +239,9 @@ def _default_dir(path: pathlib.Path) -> str:
 config_flags.DEFINE_config_file(
     'config', str(REPO / 'experiments' / 'configs' / 'reproduce.py'),
     'The protocol (default: experiments/configs/reproduce.py).', lock_config=True)
-_GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(grids_lib.GRID_NAMES)}, or 'all'.")
+_GRID = flags.DEFINE_string('grid', 'table2', f"Comma list of {', '.join(grids_lib.GRID_NAMES)}, "
+                            "or 'all' (every grid of the paper; "
+                            f"{', '.join(grids_lib.BEYOND_PAPER_GRIDS)}: by name only).")
 _SEEDS = flags.DEFINE_string('seeds', '0', 'Comma list of model seeds, e.g. 0 or 1,2.')
 _RUNS = flags.DEFINE_string('runs', '', "Only these task/label runs of the grids, a comma "
                             "list, e.g. 'reverse_lookup/onestep,lookup/mono' ('' = all).")

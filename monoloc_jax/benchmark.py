@@ -15,15 +15,17 @@ Measures, after warm-up and separately from compilation:
   * compile time (every bucket shape of the train step and of decoding);
   * peak resident memory;
 and derives tokens/s and the fraction of --peak_gflops reached by the useful
-FLOPs (GRU cells, attention and projections on the real, unpadded tokens; see
-`flops_per_sample`).
+FLOPs on the real, unpadded tokens, counted for the model's backbone
+(`FLOP_COUNTS`: GRU cells, attention and projections for 'gru', see
+`flops_per_sample`; attention, MLPs and projections for 'transformer', see
+`transformer_flops_per_sample`). It also reports the parameter count.
 """
 
 import json
 import resource
 import sys
 import time
-from typing import Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from absl import app
 from absl import flags
@@ -84,6 +86,69 @@ def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int
   return float(enc + mem + n_tgt * step)
 
 
+def transformer_flops_per_sample(n_src: int, n_tgt: int, vocab: int, d: int = 128,
+                                 heads: int = 4, layers: int = 2, mlp_dim: int = 512,
+                                 qk_dim: int = 0, spec=None) -> float:
+  """Forward FLOPs (2 per multiply-add) of one sample of the Transformer backbone
+  (`transformer.Transformer`) with n_src tokens and n_tgt decoder steps (incl. `<eos>`).
+
+  With S = n_src + 2 encoder positions, T = n_tgt, D = d, H heads of width
+  K = D / H, Q = qk_dim or K (the cross-attention's query/key width per head),
+  F = mlp_dim, L = layers (encoder and decoder each), V = vocab:
+    encoder layer:  8 S D^2 (q, k, v, out) + 4 S^2 D (scores, weighted sum) + 4 S D F (MLP);
+    decoder layer:  8 T D^2 + 4 T^2 D (causal self-attention, all T x T scores as the
+                    parallel form computes them) + 4 T D F (MLP)
+                    + cross-attention: 2 S D^2 (values) + 2 T D^2 (out)
+                    + 2 T S D (weighted sum of the values)
+                    + with a score branch: 2 S D H Q (keys)
+                      + T H scores.step_flops(Dims(D, Q, D), S) (query and scores, per head)
+                    + with a location rule: T H (2 D Q + 8 Q + 10 S) (l_t, sigma / rho / mix
+                      read-outs, the Gaussian, per head: the GRU count's terms per head);
+    output layer:   2 T D V (tied).
+  Total: L (encoder layer + decoder layer) + output layer. LayerNorms, softmaxes,
+  biases and the embedding gather are left out, as in the GRU count.
+  """
+  s, t, k = n_src + 2, n_tgt, d // heads
+  q = qk_dim or k
+  enc = 8 * s * d * d + 4 * s * s * d + 4 * s * d * mlp_dim
+  dec = 8 * t * d * d + 4 * t * t * d + 4 * t * d * mlp_dim
+  dec += 2 * s * d * d + 2 * t * d * d + 2 * t * s * d
+  if spec is not None and spec.scores is not None:
+    dec += 2 * s * d * heads * q
+    dec += t * heads * spec.scores.step_flops(attention.Dims(d, q, d), s)
+  if spec is not None and spec.location is not None:
+    dec += t * heads * (2 * d * q + 8 * q + 10 * s)
+  return float(layers * (enc + dec) + 2 * t * d * vocab)
+
+
+def _gru_flops(n_src: int, n_tgt: int, vocab: int, config, spec) -> float:
+  return flops_per_sample(n_src, n_tgt, vocab, config.embed_dim, config.hidden_dim,
+                          config.value_dim, spec)
+
+
+def _transformer_flops(n_src: int, n_tgt: int, vocab: int, config, spec) -> float:
+  return transformer_flops_per_sample(n_src, n_tgt, vocab, config.hidden_dim,
+                                      config.transformer_heads, config.transformer_layers,
+                                      config.transformer_mlp_dim, config.get('qk_dim', 0), spec)
+
+
+# config.backbone -> fn(n_src, n_tgt, vocab, config, spec) -> forward FLOPs of one sample.
+FLOP_COUNTS: Dict[str, Callable[[int, int, int, Any, Any], float]] = {
+    'gru': _gru_flops,
+    'transformer': _transformer_flops,
+}
+
+
+def model_flops(config, spec, vocab: int, src_len, tgt_len) -> float:
+  """Forward FLOPs of the samples with lengths src_len [n], tgt_len [n] under
+  config.backbone's count (`FLOP_COUNTS`)."""
+  backbone = config.get('backbone', 'gru')
+  if backbone not in FLOP_COUNTS:
+    raise errors.unknown_name('backbone', backbone, FLOP_COUNTS)
+  count = FLOP_COUNTS[backbone]
+  return sum(count(int(a), int(b), vocab, config, spec) for a, b in zip(src_len, tgt_len))
+
+
 def _timed(fn):
   t0 = time.perf_counter()
   out = fn()
@@ -124,7 +189,11 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                            'seed_strategy': multiseed.resolve(seed_strategy),
                            'embed_dim': config.embed_dim, 'hidden_dim': config.hidden_dim,
                            'value_dim': config.value_dim, 'qk_dim': config.qk_dim,
-                           'dtype': config.get('dtype', 'float32')}
+                           'dtype': config.get('dtype', 'float32'),
+                           'backbone': config.get('backbone', 'gru')}
+  if out['backbone'] == 'transformer':
+    out.update({k: config[k] for k in ('transformer_layers', 'transformer_heads',
+                                       'transformer_mlp_dim', 'transformer_positions')})
 
   def init_state(n):
     probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
@@ -176,6 +245,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['train_samples_per_s_vmapped_total'] = vmapped_seeds * n_train / dt
   # Greedy decoding of the long split (one seed).
   params = init_state(1).params
+  out['parameters'] = models.count_params(params)          # one seed: leaves are [1, ...]
   eval_b = ip.eval_batches(split, eval_batch_size, data.vocab.sos_id)
   seen = set()
   for _, b, steps in eval_b:
@@ -196,18 +266,14 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
   vocab = len(data.vocab)
-  train_flops = 3.0 * sum(flops_per_sample(int(a), int(b), vocab, config.embed_dim,
-                                           config.hidden_dim, config.value_dim, spec)
-                          for a, b in zip(data.train.src_len, data.train.tgt_len))
+  train_flops = 3.0 * model_flops(config, spec, vocab, data.train.src_len, data.train.tgt_len)
   out['train_gflops_per_s'] = train_flops / out['train_epoch_s'] / 1e9
   out['train_peak_fraction'] = out['train_gflops_per_s'] / peak_gflops
   out['train_gflops_per_s_vmapped'] = (train_flops * vmapped_seeds
                                        / (vmapped_seeds * n_train
                                           / out['train_samples_per_s_vmapped_total']) / 1e9)
   out['train_peak_fraction_vmapped'] = out['train_gflops_per_s_vmapped'] / peak_gflops
-  decode_flops = sum(flops_per_sample(int(a), int(b), vocab, config.embed_dim,
-                                      config.hidden_dim, config.value_dim, spec)
-                     for a, b in zip(split.src_len, split.tgt_len))
+  decode_flops = model_flops(config, spec, vocab, split.src_len, split.tgt_len)
   out['decode_gflops_per_s'] = decode_flops / out['decode_s'] / 1e9
   out['decode_peak_fraction'] = out['decode_gflops_per_s'] / peak_gflops
   return out
@@ -225,9 +291,10 @@ def format_report(r: Dict[str, float]) -> str:
        f"{r['decode_tokens_per_s']:.0f} tokens/s", f"{100 * r['decode_peak_fraction']:.1f}% of peak"),
       ('compile (all shapes)', f"{r['compile_s']:.1f} s", f"{r['train_shapes']} train shapes", ''),
       ('peak resident memory', f"{r['peak_rss_mb']:.0f} MB", '', ''),
+      ('parameters', f"{r['parameters']:,}", '', ''),
   ]
-  head = (f"{r['variant']} on {r['task']}, batch {r['batch_size']}, {r['device']}, "
-          f"decoder backward {r['decoder_backward']}")
+  head = (f"{r['variant']} on {r['task']} ({r['backbone']} backbone), batch "
+          f"{r['batch_size']}, {r['device']}, decoder backward {r['decoder_backward']}")
   return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
 
 

@@ -166,13 +166,34 @@ PLATEAU_RULES: Dict[str, Callable[..., None]] = {
 # ---------------------------------------------------------------------------
 # Building blocks.
 # ---------------------------------------------------------------------------
+def warmup_factor(warmup_steps: int) -> Callable[[Array], Array]:
+  """The linear warmup multiplier of update `count` (0-based): min(1, (count + 1) / W).
+
+  The first update is scaled by 1 / W, update W - 1 onwards by 1.
+  """
+  def factor(count: Array) -> Array:
+    return jnp.minimum(1.0, (count + 1).astype(jnp.float32) / warmup_steps)
+  return factor
+
+
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
   """AdamW (weight decay 0 by default) after global-norm clipping; the lr is a
-  state hyperparameter so that each seed can halve its own."""
-  return optax.chain(
-      optax.clip_by_global_norm(config.grad_clip),
-      optax.inject_hyperparams(optax.adamw)(
-          learning_rate=config.learning_rate, weight_decay=config.weight_decay))
+  state hyperparameter so that each seed can halve its own.
+
+  config.warmup_steps W > 0 multiplies the whole AdamW update by
+  `warmup_factor(W)` (a separate `scale_by_schedule` after AdamW, so the per-seed
+  lr stays AdamW's injected hyperparameter and the plateau rules halve it as
+  before); W = 0 builds exactly the optimizer without warmup (the same
+  opt_state tree, so checkpoints written before the field existed restore).
+  The Transformer backbone needs it to start learning (tests/transformer_test.py).
+  """
+  parts = [optax.clip_by_global_norm(config.grad_clip),
+           optax.inject_hyperparams(optax.adamw)(
+               learning_rate=config.learning_rate, weight_decay=config.weight_decay)]
+  warmup_steps = config.get('warmup_steps', 0)
+  if warmup_steps > 0:
+    parts.append(optax.scale_by_schedule(warmup_factor(warmup_steps)))
+  return optax.chain(*parts)
 
 
 def set_learning_rate(opt_state, lr: Array):

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 from monoloc_jax import benchmark
 from monoloc_jax import variants
 
@@ -52,3 +54,70 @@ def test_benchmark_bad_config_is_one_line(tmp_path):
     assert proc.returncode == 2, (args, proc.stderr[-2000:])
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), (args, lines)
+
+
+def test_transformer_flop_count_by_its_formula():
+  """D = 8, H = 2 (K = Q = 4), L = 1, F = 16, V = 10; 3 source tokens (S = 5), T = 4,
+  Content cross-attention: the docstring's terms, worked by hand.
+    encoder layer: 8*5*64 + 4*25*8 + 4*5*8*16                 = 2560 + 800 + 2560 = 5920
+    decoder layer: 8*4*64 + 4*16*8 + 4*4*8*16                 = 2048 + 512 + 2048 = 4608
+                   values 2*5*64 + out 2*4*64 + sum 2*4*5*8   =  640 + 512 +  320 = 1472
+                   keys 2*5*8*2*4 + T H (2 D Q + 2 S Q) = 640 + 4*2*(64 + 40)    = 1472
+    output layer:  2*4*8*10                                                      =  640
+  """
+  content = variants.get('content')
+  assert benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
+                                                spec=content) == 5920 + 4608 + 1472 + 1472 + 640
+  # A location rule adds T H (2 D Q + 8 Q + 10 S) = 4*2*(64 + 32 + 50) per layer.
+  location_only = variants.get('locattn')
+  assert location_only.scores is None and location_only.location is not None
+  assert benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
+                                                spec=location_only) == \
+      5920 + 4608 + 1472 + 4 * 2 * (64 + 32 + 50) + 640
+  # Two layers: twice the layers, one output layer.
+  two = benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=2, mlp_dim=16,
+                                               spec=content)
+  assert two == 2 * (5920 + 4608 + 1472 + 1472) + 640
+
+
+def test_flop_counts_cover_every_backbone():
+  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
+  assert set(benchmark.FLOP_COUNTS) == set(models.BACKBONES)
+
+
+def test_benchmark_cli_counts_the_transformer(tmp_path):
+  """--config.backbone=transformer: the Transformer is measured, its FLOPs are the
+  Transformer's count, and the parameter count is the model's."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  sizes = dict(hidden_dim=16, transformer_layers=1, transformer_heads=2, transformer_mlp_dim=32)
+  out = tmp_path / 'bench.json'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'monoloc_jax.benchmark', '--task=copy', '--model=onestep',
+       '--train_size=64', '--vmapped_seeds=2', '--decode_split=test_15', '--decode_size=32',
+       '--eval_batch_size=32', f'--out={out}', '--config.backbone=transformer',
+       *[f'--config.{k}={v}' for k, v in sizes.items()]],
+      capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  figures = json.loads(out.read_text())
+  assert figures['backbone'] == 'transformer'
+  assert (figures['transformer_layers'], figures['transformer_heads'],
+          figures['transformer_mlp_dim']) == (1, 2, 32)
+  config = default.get_config()
+  config.update(task='copy', backbone='transformer', train_size=64, **sizes)
+  vocab = ip.load_data(config).vocab
+  model = models.from_config(config, vocab)
+  src = jnp.ones((1, 3), jnp.int32)
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src, jnp.array([3], jnp.int32), src)
+  assert figures['parameters'] == models.count_params(shapes['params'])
+  assert f"{figures['parameters']:,}" in proc.stdout and 'transformer backbone' in proc.stdout
+  # The FLOP rate is the Transformer's count over the measured epoch time.
+  data = ip.load_data(config)
+  flops = 3.0 * benchmark.model_flops(config, variants.get('onestep'), len(vocab),
+                                      data.train.src_len, data.train.tgt_len)
+  np.testing.assert_allclose(figures['train_gflops_per_s'],
+                             flops / figures['train_epoch_s'] / 1e9, rtol=1e-9)
+  assert 0 < figures['train_peak_fraction'] < 1

@@ -216,12 +216,75 @@ def test_grids_hold_the_papers_runs():
   assert ordered[0].grid == 'table6' and ordered[12].grid == 'table2'
 
 
+def test_transformer_grid_is_beyond_the_paper_and_not_expected():
+  runs = grid.grid_runs()['transformer']
+  assert len(runs) == 32 and len(set(runs)) == 32
+  assert {t for t, _ in runs} == set(grid.TABLE2_TASKS)
+  assert {l for _, l in runs} == {'content.transformer', 'relative.transformer',
+                                  'onestep.transformer', 'mono.transformer'}
+  unit = grid.Unit('transformer', 'copy', 'onestep.transformer', 0)
+  assert unit.variant == 'onestep'
+  assert unit.overrides['backbone'] == 'transformer' and unit.overrides['warmup_steps'] > 0
+  # Every override is a field of the config, with a valid value.
+  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  config.update(unit.overrides)
+  configs.validate(config)
+  # A complete reproduction of the paper does not wait for it.
+  assert not [u for u in grid.expected_units() if u.grid == 'transformer']
+  assert 'transformer' in grid.GRID_NAMES and 'transformer' not in grid.PAPER_GRID_NAMES
+
+
+def _transformer_record(task, variant, seed, accs):
+  rec = record('transformer', task, f'{variant}.transformer', seed, accs, epochs=7)
+  rec['protocol'].update(backbone='transformer', transformer_layers=2, transformer_heads=4,
+                         hidden_dim=128, transformer_mlp_dim=512,
+                         transformer_positions='sinusoidal', warmup_steps=100, dropout=0.5)
+  return rec
+
+
+def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_results):
+  without = report.render(fixture_results)
+  assert 'Transformer' not in without
+  copy = {'test_15': 100.0, 'test_30': 90.0, 'test_100': 20.0}
+  for seed, acc in enumerate([20.0, 60.0, 10.0]):
+    write(fixture_results, _transformer_record('copy', 'onestep', seed,
+                                               {**copy, 'test_100': acc}))
+  write(fixture_results, _transformer_record('lookup', 'content', 0,
+                                             {'test_long1': 80.0, 'test_long3': 5.0,
+                                              'test_long5': 0.0}))
+  text = report.render(fixture_results)
+  assert report.render(fixture_results) == text
+  section = text.split("## Beyond the paper: a Transformer backbone on Table 2's tasks")[1]
+  section = section.split('\n## ')[0]
+  assert 'Not in the paper, and not part of the reproduction' in section
+  assert ('Transformer: encoder and decoder layers 2; heads 4; width 128; MLP width 512; '
+          'self-attention positions sinusoidal; lr warmup updates 100; dropout 0.5.') in section
+  # Copy / OneStep: the median of [20, 60, 10] at length 100 is 20; table2's three GRU
+  # seeds of onestep (fixture) have medians 100 / 100 / 100.
+  assert ('| onestep | 3 | 100.0 [100.0, 100.0, 100.0] | 90.0 [90.0, 90.0, 90.0] | '
+          '20.0 [20.0, 60.0, 10.0] | 3 | 100.0 / 100.0 / 100.0 | 7, 7, 7 |') in section
+  assert '| content | 0 | not run | not run | not run | 0 | not run | – |' in section
+  assert ('| content | 1 | 80.0 [80.0] | 5.0 [5.0] | 0.0 [0.0] | 0 | not run | 7 |'
+          in section)                                            # Lookup, lengths 7 / 9 / 11
+  assert '| GRU: seeds | GRU: len 7 / 9 / 11 | epochs |' in section
+  assert section.count('### ') == 8
+  # Its units are not missing units of the reproduction.
+  assert '15 of 675 units have results; 660 missing.' in text
+  assert text.replace(text[text.index('## Beyond the paper'):text.index('## Missing units')],
+                      '') == without
+
+
 def test_grid_and_seed_flags_give_one_line_errors():
   with pytest.raises(errors.MonolocError, match="unknown grid 'table5'; valid grids: table2"):
     grid.parse_grids('table2,table5')
   with pytest.raises(errors.MonolocError, match="bad --seeds 'a'"):
     grid.parse_seeds('a')
-  assert grid.parse_grids('all') == list(grid.GRID_NAMES)
+  # 'all' is every grid of the paper; a grid beyond it is named on its own.
+  assert grid.parse_grids('all') == list(grid.PAPER_GRID_NAMES)
+  assert 'transformer' not in grid.parse_grids('all')
+  assert grid.parse_grids('transformer') == ['transformer']
   todo = grid.units(['table2', 'table3'], [3, 4])
   picked = grid.select_runs(todo, 'lookup/mono, scan_length/mix_onestep.reference_code')
   assert [(u.task, u.label, u.seed) for u in picked] == [

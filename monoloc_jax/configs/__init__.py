@@ -36,6 +36,7 @@ def validate(config, task=None, variant=None) -> None:
       ('grad_clip', math.isfinite(config.grad_clip) and config.grad_clip > 0,
        'a positive number'),
       ('lr_factor', 0 < config.lr_factor <= 1, 'in (0, 1]'),
+      ('warmup_steps', config.get('warmup_steps', 0) >= 0, 'an integer >= 0 (0 = no warmup)'),
       ('train_size', config.train_size >= 0, 'an integer >= 0 (0 = all)'),
       ('eval_size', config.eval_size >= 0, 'an integer >= 0 (0 = all)'),
       ('hidden_dim', config.hidden_dim >= 2 and config.hidden_dim % 2 == 0,

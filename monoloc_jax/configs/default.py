@@ -47,6 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.learning_rate = 1e-3     # AdamW learning rate
   c.weight_decay = 0.0       # AdamW weight decay
   c.grad_clip = 5.0          # global gradient-norm clip
+  c.warmup_steps = 0         # scale update k (0-based) by min(1, (k + 1) / N); 0 = no warmup
   c.batch_size = 32          # training batch size (per seed)
   c.eval_batch_size = 256    # batch size of dev and test decoding
   c.lr_factor = 0.5          # lr plateau: multiply the lr by this ...
