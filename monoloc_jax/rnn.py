@@ -67,7 +67,7 @@ def gru_scan_time_major(xs, h0: Array, w_h: Array, b_h: Array) -> Array:
   xs: (x_r, x_z, x_n), each [S, B, H]; h0: [B, H] -> outputs [S, B, H].
   Each step reads three contiguous [B, H] slices: XLA:CPU vectorises the gate
   fusion only then, not on column slices of a dynamically sliced [B, 3H] row
-  (the same arithmetic, 2-3x less time per step; BUILD_NOTES §4.1.3).
+  (the same arithmetic, 2-3x less time per step; BUILD_NOTES §4.1.0).
   """
   def step(h, x):
     h = gru_cell(x, h, w_h, b_h)
