@@ -37,18 +37,20 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     # 100 epochs, their improvement, plateau and stopping rules, teacher-forced dev,
     # DeDupe's source <eos>, their initialisation and Eq. 9 normaliser.
     'authors': dict(recipes.AUTHORS_CODE),
-    # Beyond the paper: the Transformer backbone (monoloc_jax/transformer.py) at its default
-    # size (2 + 2 layers, 4 heads, width hidden_dim = 128, MLP 512, sinusoidal positions)
-    # and the protocol's dropout (0.5, as the GRU grids).
+    # Beyond the paper: the Transformer backbone (monoloc_jax/transformer.py) at the GRU's
+    # parameter count (1 encoder + 1 decoder layer, 4 heads, width hidden_dim = 128, MLP 128,
+    # sinusoidal positions: 250,643 parameters with OneStepAttn on ReCopy against the GRU's
+    # 249,040; experiments/speed/backbone_speed.py finds this size), so that the grid
+    # compares the two backbones at equal size, and the protocol's dropout (0.5).
     # warmup_steps 100: tests/transformer_test.py found the Transformer needs an lr warmup
     # to start learning (50 steps there, at 3e-3 and batch 4; without it about 1 seed in 3
     # never learns). Here the lr is 1e-3 and batches are 32, and the digit tasks' 10,000
     # training samples make 313 steps an epoch: 100 steps is a third of the first epoch,
     # so the first dev evaluation already sees the full lr. A pilot on this CPU (Copy,
-    # OneStepAttn, seed 0, 3,000 training samples, 5 epochs, the default config otherwise):
-    # 100% dev (200 samples) from epoch 2, 100% at lengths 30 and 100 (200 samples each), with
-    # sinusoidal and with RoPE positions alike, so the default positions stay.
-    'transformer': {'backbone': 'transformer', 'warmup_steps': 100},
+    # OneStepAttn, seed 0, 3,000 training samples, 5 epochs, the default 2 + 2 layers):
+    # 100% dev (200 samples) from epoch 2, 100% at lengths 30 and 100 (200 samples each).
+    'transformer': {'backbone': 'transformer', 'warmup_steps': 100, 'transformer_layers': 1,
+                    'transformer_heads': 4, 'transformer_mlp_dim': 128},
 }
 # The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
 # under the reference code's dev metric, its random batches, both, and with a

@@ -65,13 +65,14 @@ __all__ = [
     # 2. Step activations and mu updates.
     'sigmoid_step', 'softstair_step', 'relu_step', 'free_step', 'mono_step',
     'monotonic_mu', 'dubois_mu', 'dubois_s_mu', 'monotonic_update', 'dubois_update',
-    'dubois_s_update', 'location_mu',
+    'dubois_s_update', 'location_mu', 'location_step', 'location_update',
     # 3. Variants as data, and one decoder step.
     'Dims', 'ParamDef', 'INIT_SCHEMES', 'initializer', 'uniform_init', 'xavier_bound',
     'torch_linear_init', 'ScoreBranch', 'LocationRule',
     'CONTENT', 'RELATIVE', 'ROPE', 'SCORE_BRANCHES', 'LOCATION_RULES', 'Variant',
     'AttentionParams', 'fold_params', 'AttentionMemory', 'make_memory', 'AttentionCarry',
-    'initial_carry', 'attention_step',
+    'initial_carry', 'attention_step', 'Readouts', 'attention_readouts',
+    'attention_recurrence',
 ]
 
 # The papers' constants (equation numbers: Ray Chowdhury & Caragea 2023).
@@ -746,16 +747,29 @@ def location_mu(rule: LocationRule, rho: Array, pa_prev: Array, step_size: Array
   rho: [B, rule.num_rho]; pa_prev, step_size: [B] (any [...] for B); is_first:
   [] bool; rule_params: the rule's own learned arrays by name (e.g.
   {'gate_logit': p}); tap: how the step reads them (see `attention_step`).
-  mu has pa_prev's dtype, step rho's.
+  mu has pa_prev's dtype, step rho's. (= `location_update` after `location_step`:
+  the step reads rho only, the update pa_prev.)
   """
   rho, pa_prev = jnp.asarray(rho), jnp.asarray(pa_prev)
   _check_shape('location_mu', 'rho', rho, pa_prev.shape + (rule.num_rho,),
                f'[B, num_rho] for pa_prev [B]; rule {rule.name!r} reads {rule.num_rho} rho')
-  step = tap(functools.partial(_rule_step, rule), rho[..., 0], dict(rule_params or {}))
+  step = location_step(rule, rho, rule_params, tap)
+  return location_update(rule, step, rho, pa_prev, step_size, is_first), step
+
+
+def location_step(rule: LocationRule, rho: Array,
+                  rule_params: Optional[Mapping[str, Array]] = None,
+                  tap: Tap = apply_tap) -> Array:
+  """The rule's step (Eq. 11-13 and the ablations) from rho [..., num_rho] -> [...]."""
+  return tap(functools.partial(_rule_step, rule), rho[..., 0], dict(rule_params or {}))
+
+
+def location_update(rule: LocationRule, step: Array, rho: Array, pa_prev: Array,
+                    step_size: Array, is_first: Array) -> Array:
+  """mu_t from the step and pa_{t-1} (Eq. 14-15 or Dubois's update), leaky-clamped
+  where the rule clamps (Eq. 15). step, pa_prev, step_size: [...]; rho [..., K]."""
   mu = rule.update(step, rho, pa_prev, step_size, is_first)
-  if rule.clamp:
-    mu = leaky_clamp(mu)
-  return mu, step
+  return leaky_clamp(mu) if rule.clamp else mu
 
 
 def _rule_step(rule: LocationRule, rho_1: Array, rule_params: Mapping[str, Array]) -> Array:
@@ -1060,40 +1074,87 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
   """
   _check_step_inputs(memory, query, carry)
   work = at_least_float32(_dtype(query, carry.pa_prev))
-  compute = memory.values.dtype
-  carry_dtype = carry.pa_prev.dtype
-  pa_prev = _cast(carry.pa_prev, work)
-  aux = {}
-  softmax_weights = None
+  readouts = attention_readouts(variant, params, memory, query, carry.t, min_sigma, tap, work)
+  weights, carry, aux = attention_recurrence(variant, readouts, memory, carry, work)
+  weights = _cast(weights, memory.values.dtype)
+  context = tap(weighted_sum, weights, memory.values)                    # [B, D_v]
+  return tap(matmul, context, params.out), weights, carry, aux
+
+
+class Readouts(NamedTuple):
+  """What one step computes from the query h_{t-1} and the step index t alone:
+  every product with a learned array, and what follows from them before the
+  location recurrence. A Transformer forms them for all steps at once.
+
+  content: [B, S] the score branch's softmax (Eq. 1-5; relative and ROPE
+  scores read t); sigma: [B] (Eq. 10); rho: [B, K] the rule's read-out;
+  step: [B] the rule's step (Eq. 11-13 and the ablations); mix: [B] Eq. 16's
+  gate. Each is None where the variant has no such part.
+  """
+  content: Optional[Array]
+  sigma: Optional[Array]
+  rho: Optional[Array]
+  step: Optional[Array]
+  mix: Optional[Array]
+
+
+def attention_readouts(variant: Variant, params: AttentionParams, memory: AttentionMemory,
+                       query: Array, t: Array, min_sigma: float = MIN_SIGMA,
+                       tap: Tap = apply_tap, work_dtype: Optional[DType] = None) -> Readouts:
+  """The read-outs of one step (`Readouts`): query [B, D], t [] the step index.
+
+  work_dtype: the dtype of the location read-outs and softmaxes (default: the
+  query's, at least float32). The products with W_q and the keys run in the
+  memory's dtype. Every read of a loop invariant goes through `tap`.
+  """
+  work = work_dtype or at_least_float32(_dtype(query))
+  content = sigma = rho = step = mix = None
   if variant.scores is not None:
-    query_c = _cast(query, compute)
+    query_c = _cast(query, memory.values.dtype)
     q = query_c if params.query is None else tap(matmul, query_c, params.query)
     scores = tap(functools.partial(_branch_scores, variant.scores, memory, params),
-                 (q, AttentionCarry(None, carry.t)), (memory.keys, params.score))
-    softmax_weights = masked_softmax(_cast(scores, work), memory.mask)      # [B, S]
-
-  weights = pa_weights = softmax_weights
+                 (q, AttentionCarry(None, t)), (memory.keys, params.score))
+    content = masked_softmax(_cast(scores, work), memory.mask)              # [B, S]
   if variant.location is not None:
     query_w = _cast(query, work)
     readout = _cast(tap(affine, query_w, (params.readout_kernel, params.readout_bias)),
                     work)                                                    # [B, 1 + K]
     sigma = location_sigma(readout[:, 0], memory.lengths, min_sigma)       # [B]
-    mu, step = location_mu(variant.location, readout[:, 1:], pa_prev,
-                           stepsize(memory.lengths, work), carry.t == 0, params.rule, tap)
-    lam = gaussian_location_attention(mu, sigma, memory.positions, memory.mask,
-                                      normaliser=variant.location_normaliser)
-    aux.update(mu=mu, sigma=sigma, step=step)
-    weights = pa_weights = lam
+    rho = readout[:, 1:]
+    _check_shape('attention_readouts', 'rho', rho, sigma.shape + (variant.location.num_rho,),
+                 f'[B, num_rho]; rule {variant.location.name!r} reads '
+                 f'{variant.location.num_rho} rho')
+    step = location_step(variant.location, rho, params.rule, tap)
     if variant.mixes:
       mix = jax.nn.sigmoid(_cast(tap(affine, query_w, (params.mix_kernel, params.mix_bias)),
                                  work))                                      # Eq. 16
-      aux['mix'] = mix
-      weights = content_mixing(lam, softmax_weights, mix)
-      pa_weights = lam if variant.position_reference else weights
+  return Readouts(content, sigma, rho, step, mix)
 
+
+def attention_recurrence(variant: Variant, readouts: Readouts, memory: AttentionMemory,
+                         carry: AttentionCarry, work_dtype: Optional[DType] = None):
+  """The sequential part of one step: pa_{t-1} -> mu_t -> lambda_t -> a_t -> pa_t.
+
+  Reads no learned array (elementwise over [B, S]; no matrix product). Returns
+  (a_t [B, S] in the work dtype, the new carry, aux {'mu', 'sigma', 'step',
+  'mix'} [B] where the variant has them, in pa_prev's dtype).
+  """
+  carry_dtype = carry.pa_prev.dtype
+  work = work_dtype or at_least_float32(carry_dtype)
+  pa_prev = _cast(carry.pa_prev, work)
+  aux = {}
+  weights = pa_weights = readouts.content
+  if variant.location is not None:
+    mu = location_update(variant.location, readouts.step, readouts.rho, pa_prev,
+                         stepsize(memory.lengths, work), carry.t == 0)
+    lam = gaussian_location_attention(mu, readouts.sigma, memory.positions, memory.mask,
+                                      normaliser=variant.location_normaliser)
+    aux.update(mu=mu, sigma=readouts.sigma, step=readouts.step)
+    weights = pa_weights = lam
+    if variant.mixes:
+      aux['mix'] = readouts.mix
+      weights = content_mixing(lam, readouts.content, readouts.mix)
+      pa_weights = lam if variant.position_reference else weights
   pa = attended_position(pa_weights, _cast(memory.positions, work))
-  weights = _cast(weights, compute)
-  context = tap(weighted_sum, weights, memory.values)                    # [B, D_v]
   aux = {k: _cast(v, carry_dtype) for k, v in aux.items()}
-  return (tap(matmul, context, params.out), weights,
-          AttentionCarry(_cast(pa, carry_dtype), carry.t + 1), aux)
+  return weights, AttentionCarry(_cast(pa, carry_dtype), carry.t + 1), aux

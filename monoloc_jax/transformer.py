@@ -18,18 +18,15 @@ only that recurrence is sequential. This module keeps it so:
 Variants without a location rule (Content, Relative, Bi-Relative, Bi-ROPE)
 have no recurrence at all and skip step 2.
 
-No equation is copied: steps 1 and 2 both run `attention.attention_step`
-itself, through its `tap` argument (every read of a loop invariant is
-`tap(op, x, w)`). Step 1 runs it under `jax.vmap` over t with a tap that
-records what each read returns; step 2 runs it inside the scan with a tap that
-replays those records instead of computing them. In both, the read of the
-values (Eq. 2's weighted sum) and f_o are skipped: step 3 does them for all t.
-Every tapped read before the weighted sum depends on the query and the step
-index only, never on pa_{t-1}, which is what makes this exact (the tests check
-the parallel form against the step-by-step form, which calls `attention_step`
-plainly, for all 21 variants, in float64 to 1e-9). Should attention.py split
-`attention_step` into its read-outs and its recurrence, the record/replay
-taps go and the three steps call the two halves directly.
+No equation is copied: `attention.attention_step` is itself the composition
+of `attention.attention_readouts` (everything that reads the query and the step
+index only: every product with a learned array, the content softmax, sigma,
+rho, the step activation, the mix gate), `attention.attention_recurrence`
+(pa_{t-1} -> a_t -> pa_t, elementwise) and the weighted sum with f_o. Step 1
+runs the first under `jax.vmap` over t, step 2 the second in the scan, step 3
+the last for all t (the tests check the parallel form against the
+step-by-step form, which calls `attention_step`, for all 21 variants, in
+float64 to 1e-9).
 
 Design, per variant (L decoder layers, H heads of width d_h = model_dim / H):
   * one location recurrence per decoder layer AND per head: head h of layer l
@@ -234,93 +231,35 @@ class CrossInvariants(NamedTuple):
   alpha: Array
 
 
-class _Skipped:
-  """Stands for the attention output o_t inside `attention_step` when the caller
-  forms it after the loop (see `_skips`)."""
-
-  def __repr__(self):
-    return '<attention output: formed after the loop>'
-
-
-_SKIPPED = _Skipped()
-
-
-def _op_key(op) -> Any:
-  """The identity of a tapped op (a functools.partial is keyed by its function)."""
-  return op.func if isinstance(op, functools.partial) else op
-
-
-def _skips(op, x) -> bool:
-  """The reads `attention_step` makes of the values (Eq. 2's weighted sum) and of
-  f_o (applied to that sum): both are formed for all steps after the loop."""
-  return op is attention.weighted_sum or x is _SKIPPED
-
-
 def _head_parallel(variant: Variant, params: AttentionParams, memory: AttentionMemory,
                    queries: Array, min_sigma: float) -> Tuple[Array, Dict[str, Array]]:
   """One head's attention weights for all steps, teacher-forced.
 
   queries: [T, B, D]. Returns (weights [T, B, S], aux {name: [T, B]}).
 
-  Pass 1 (`jax.vmap` over t): `attention_step` with pa_{t-1} = 0 and a tap that
-  records the result of every read of an invariant (all depend on the query and
-  t only), one batched product each. Pass 2 (`lax.scan` over t, location
-  variants only): `attention_step` again, from the true pa_{t-1}, with a tap that
-  replays pass 1's records in the same order, so the loop runs only the
-  elementwise recurrence.
+  The read-outs (`attention.attention_readouts`: every product with a learned
+  array, and the content softmax) depend on the query and t only, so they run
+  for all T steps at once (`jax.vmap` over t: batched products). Only the
+  location recurrence (`attention.attention_recurrence`: elementwise over
+  [B, S], no matrix product) runs step by step in a `lax.scan`, for the variants
+  that have one (the pa_t of a content-only variant is never read). The same two
+  functions make up `attention.attention_step`, so nothing is copied.
   """
   loc_dtype = attention.at_least_float32(queries.dtype)
-  batch = queries.shape[1]
-  sequence: List[Any] = []          # the tapped ops, in call order (static)
-
-  def record(query, t):
-    records = []
-    del sequence[:]                   # (traced once; a retrace records afresh)
-
-    def tap(op, x, w):
-      if _skips(op, x):
-        return _SKIPPED
-      y = op(x, w)
-      records.append(y)
-      sequence.append(_op_key(op))
-      return y
-    carry = AttentionCarry(jnp.zeros((batch,), loc_dtype), t)
-    _, weights, _, aux = attention.attention_step(variant, params, memory, query, carry,
-                                                  min_sigma, tap)
-    return weights, aux, records
-
+  work = attention.at_least_float32(jnp.result_type(queries.dtype, loc_dtype))
   steps = jnp.arange(queries.shape[0], dtype=jnp.int32)
-  weights, aux, records = jax.vmap(record)(queries, steps)
-  if variant.location is None:        # no pa_{t-1}: pass 1 is the answer
-    return weights, aux
+  readouts = jax.vmap(lambda query, t: attention.attention_readouts(
+      variant, params, memory, query, t, min_sigma, work_dtype=work))(queries, steps)
+  if variant.location is None:          # no pa_{t-1} is read: the softmax is the answer
+    return readouts.content, {}
 
-  def replay(carry, xs):
-    query, step_records = xs
-    calls = iter(zip(sequence, step_records))
-
-    def tap(op, x, w):
-      del w                           # the read's result was recorded in pass 1
-      if _skips(op, x):
-        return _SKIPPED
-      try:
-        key, y = next(calls)
-      except StopIteration:
-        raise errors.MonolocError('transformer: attention_step reads more invariants in '
-                                  'the loop than when its read-outs were recorded') from None
-      if key is not _op_key(op):
-        raise errors.MonolocError(f'transformer: attention_step read {_op_key(op)!r} where '
-                                  f'{key!r} was recorded')
-      return y
-
-    _, weights, carry, aux = attention.attention_step(variant, params, memory, query, carry,
-                                                      min_sigma, tap)
-    if next(calls, None) is not None:
-      raise errors.MonolocError('transformer: attention_step reads fewer invariants in the '
-                                'loop than when its read-outs were recorded')
+  def recurrence(carry, step_readouts):
+    weights, carry, aux = attention.attention_recurrence(variant, step_readouts, memory,
+                                                         carry, work)
     return carry, (weights, aux)
 
-  carry = attention.initial_carry(batch, loc_dtype)
-  _, (weights, aux) = jax.lax.scan(replay, carry, (queries, records))
+  carry = attention.initial_carry(queries.shape[1], loc_dtype)
+  _, (weights, aux) = jax.lax.scan(recurrence, carry, readouts)
   return weights, aux
 
 
