@@ -349,11 +349,7 @@ def _interrupted(signum, frame) -> None:
 def _run(argv) -> None:
   signal.signal(signal.SIGTERM, _interrupted)
   signal.signal(signal.SIGINT, _interrupted)
-  try:
-    main(argv)
-  except errors.MonolocError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  errors.one_line_errors(main)(argv)
 
 
 if __name__ == '__main__':

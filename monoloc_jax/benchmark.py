@@ -25,7 +25,7 @@ import json
 import resource
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from absl import app
 from absl import flags
@@ -298,16 +298,27 @@ def format_report(r: Dict[str, float]) -> str:
   return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
 
 
+@errors.one_line_errors
 def main(argv):
   del argv
-  try:
-    _main()
-  except errors.MonolocError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  _main()
+
+
+# Config fields the benchmark takes from its own flags instead (a --config.FIELD for them
+# would be silently overridden, so it is refused).
+FLAG_FIELDS = {'task': '--task', 'variant': '--model'}
+
+
+def check_config_overrides(argv) -> None:
+  """Raises a one-line MonolocError for a --config.FIELD of `FLAG_FIELDS` in argv."""
+  for field, flag in FLAG_FIELDS.items():
+    if any(arg.split('=', 1)[0] == f'--config.{field}' for arg in argv):
+      raise errors.MonolocError(f'monoloc-benchmark takes the {field} from {flag}; '
+                                f'--config.{field} would be ignored')
 
 
 def _main():
+  check_config_overrides(sys.argv[1:])
   r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
               _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
               _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value, config=_config())

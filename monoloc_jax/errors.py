@@ -3,8 +3,12 @@
 Every user-facing failure (unknown names, bad data, bad flag values, NaN losses,
 corrupt checkpoints) raises `MonolocError` with a one-line message. It subclasses
 `ValueError` so that callers can also catch it as such; the command-line entry
-points catch it and print the message instead of a traceback.
+points catch it and print the message instead of a traceback (`one_line_errors`).
 """
+
+import functools
+import sys
+from typing import Any, Callable
 
 
 class MonolocError(ValueError):
@@ -19,3 +23,16 @@ def unknown_name(kind: str, name: str, valid) -> MonolocError:
   """Builds the standard 'unknown X' error that lists the valid choices."""
   return MonolocError(
       f"unknown {kind} {name!r}; valid {kind}s: {', '.join(sorted(valid))}")
+
+
+def one_line_errors(main: Callable[..., Any]) -> Callable[..., Any]:
+  """`main` for a command line: a MonolocError prints `error: <message>` on stderr
+  and exits with status 2, instead of a traceback."""
+  @functools.wraps(main)
+  def run(*args, **kwargs):
+    try:
+      return main(*args, **kwargs)
+    except MonolocError as e:
+      print(f'error: {e}', file=sys.stderr)
+      sys.exit(2)
+  return run

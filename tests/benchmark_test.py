@@ -48,7 +48,11 @@ def test_benchmark_bad_config_is_one_line(tmp_path):
                          'integer >= 2'),
                         (['--config.hiden=3'], "error: unknown config field 'hiden'; valid "
                          'fields: '),
-                        (['--config=nope'], "error: cannot load the --config file 'nope'")):
+                        (['--config=nope'], "error: cannot load the --config file 'nope'"),
+                        (['--config.task=copy'], 'error: monoloc-benchmark takes the task from '
+                         '--task; --config.task would be ignored'),
+                        (['--config.variant', 'mono'], 'error: monoloc-benchmark takes the '
+                         'variant from --model; --config.variant would be ignored')):
     proc = subprocess.run([sys.executable, '-m', 'monoloc_jax.benchmark', *args],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2, (args, proc.stderr[-2000:])

@@ -212,14 +212,6 @@ def _define_flags() -> None:
                      "this fraction of the GRU's.", lower_bound=0.0)
 
 
-def _run(argv) -> None:
-  try:
-    main(argv)
-  except errors.MonolocError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == '__main__':
   _define_flags()
-  app.run(_run)
+  app.run(errors.one_line_errors(main))
