@@ -245,8 +245,7 @@ def _head_parallel(variant: Variant, params: AttentionParams, memory: AttentionM
   that have one (the pa_t of a content-only variant is never read). The same two
   functions make up `attention.attention_step`, so nothing is copied.
   """
-  loc_dtype = attention.at_least_float32(queries.dtype)
-  work = attention.at_least_float32(jnp.result_type(queries.dtype, loc_dtype))
+  work = attention.at_least_float32(queries.dtype)   # the read-outs', carry's and aux's
   steps = jnp.arange(queries.shape[0], dtype=jnp.int32)
   readouts = jax.vmap(lambda query, t: attention.attention_readouts(
       variant, params, memory, query, t, min_sigma, work_dtype=work))(queries, steps)
@@ -258,7 +257,7 @@ def _head_parallel(variant: Variant, params: AttentionParams, memory: AttentionM
                                                          carry, work)
     return carry, (weights, aux)
 
-  carry = attention.initial_carry(queries.shape[1], loc_dtype)
+  carry = attention.initial_carry(queries.shape[1], work)
   _, (weights, aux) = jax.lax.scan(recurrence, carry, readouts)
   return weights, aux
 
