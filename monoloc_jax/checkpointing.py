@@ -3,8 +3,13 @@ the host-side schedule, saved together after every epoch, each with a manifest.
 
   checkpoints/<epoch>/                    orbax's files (items state, best_params, tracker)
   checkpoints/<epoch>/monoloc_manifest.json
-      the sha256 of every file of the step, the sha256 of vocab.json, and the
-      training history (metrics.jsonl's records) up to that epoch.
+      the sha256 of every file of the step, the sha256 of vocab.json, the
+      training history (metrics.jsonl's records) up to that epoch, and the layout
+      of the saved train state (`layout`).
+
+A step saved in an older layout is restored through a `Migration` the caller
+supplies (the older target tree and a conversion to the current one), or refused
+with one line that names the layouts this version reads.
 
 A step is complete once its manifest exists; the manifest is written (atomically)
 after orbax has finished the step, and older steps are deleted only after that.
@@ -26,7 +31,7 @@ import logging as std_logging
 import pathlib
 import shutil
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 from absl import logging
 import jax
@@ -39,6 +44,19 @@ from monoloc_jax import sharding
 
 ITEMS = ('state', 'best_params', 'tracker')
 MANIFEST = 'monoloc_manifest.json'
+# The layout of every step written before manifests recorded one (and of steps
+# without a manifest): the optimizer state with one array per parameter.
+UNRECORDED_LAYOUT = 'per_leaf_opt_state'
+
+
+class Migration(NamedTuple):
+  """How to read a step saved in an older layout.
+
+  target: a tree in the older layout (only its structure, shapes and dtypes are used).
+  convert: maps the restored older tree to the current layout.
+  """
+  target: Dict[str, Any]
+  convert: Callable[[Dict[str, Any]], Dict[str, Any]]
 _FORMAT = 'monoloc_jax.checkpoint'
 _ORBAX_DIR = str(pathlib.Path(ocp.__file__).parent)
 # How long a failed save waits for orbax's worker threads to end (they end at once).
@@ -220,7 +238,8 @@ class Checkpointer:
     manifest = rundir.read_json(path, 'checkpoint manifest')
     if (not isinstance(manifest, dict) or manifest.get('format') != _FORMAT
         or manifest.get('epoch') != epoch or not isinstance(manifest.get('files'), dict)
-        or not isinstance(manifest.get('history'), list)):
+        or not isinstance(manifest.get('history'), list)
+        or not isinstance(manifest.get('layout', UNRECORDED_LAYOUT), str)):
       raise self._corrupt(epoch, f'{MANIFEST} is not a valid manifest')
     actual = _step_files(self.directory / str(epoch))
     for name in sorted(set(actual) | set(manifest['files'])):
@@ -238,10 +257,12 @@ class Checkpointer:
 
   # ---------------------------------------------------------------- save ---
   def save(self, epoch: int, tree: Dict[str, Any], history: List[Dict[str, Any]],
-           vocab_path: pathlib.Path, hook: Callable[[str], None] = lambda phase: None) -> None:
+           vocab_path: pathlib.Path, hook: Callable[[str], None] = lambda phase: None,
+           layout: str = UNRECORDED_LAYOUT) -> None:
     """Saves {'state', 'best_params', 'tracker'} as step `epoch` and then its manifest.
 
     history: metrics.jsonl's records up to this epoch (kept in the manifest).
+    layout: the name of the tree's layout, recorded in the manifest.
     hook: called with 'save' between orbax's files and the manifest (`faults`).
     A failure (a full disk) removes the incomplete step and is a one-line MonolocError;
     the previous complete step is untouched.
@@ -261,7 +282,7 @@ class Checkpointer:
       hook('save')
       rundir.write_json(self._manifest_path(epoch), {
           'format': _FORMAT, 'epoch': epoch, 'files': _step_files(step_dir),
-          'vocab_sha256': file_sha256(vocab_path), 'history': history})
+          'vocab_sha256': file_sha256(vocab_path), 'history': history, 'layout': layout})
     except Exception as e:  # pylint: disable=broad-except
       # orbax and tensorstore raise many types (OSError, ValueError('RESOURCE_EXHAUSTED...')).
       for partial in [step_dir, *self.directory.glob(f'{epoch}.orbax-checkpoint-tmp*')]:
@@ -309,8 +330,27 @@ class Checkpointer:
         raise self._corrupt(epoch, f'the shapes of {k} differ from this model\'s')
     return out
 
+  def _restore_layout(self, epoch: int, saved: str, target: Dict[str, Any], layout: str,
+                      migrations: Mapping[str, Migration]) -> Dict[str, Any]:
+    """Step `epoch`, saved in layout `saved`, in the structure of `target` (`layout`)."""
+    if saved == layout:
+      return self._restore(epoch, target)
+    if saved not in migrations:
+      readable = ', '.join(sorted({layout, *migrations}))
+      raise errors.MonolocError(
+          f'the checkpoint {self.directory / str(epoch)} holds the train state in layout '
+          f'{saved!r}, which this version of monoloc_jax cannot read (it reads: {readable}); '
+          f'resume it with the version that wrote it, or start over with a fresh --workdir')
+    older = self._restore(epoch, migrations[saved].target)
+    out = migrations[saved].convert(older)
+    logging.info('converted the checkpoint of epoch %d from layout %r to %r', epoch, saved,
+                 layout)
+    return out
+
   def restore_for_resume(self, target: Dict[str, Any], history: List[Dict[str, Any]],
-                         vocab_path: pathlib.Path, claims_training: bool
+                         vocab_path: pathlib.Path, claims_training: bool,
+                         layout: str = UNRECORDED_LAYOUT,
+                         migrations: Optional[Mapping[str, Migration]] = None
                          ) -> Optional[Dict[str, Any]]:
     """The newest complete checkpoint, verified, in the structure of `target`, with its
     'history'; None for a run that has not finished an epoch.
@@ -322,12 +362,15 @@ class Checkpointer:
       from metrics.jsonl.
     claims_training: the workdir says epochs were done (metrics.jsonl, results.json):
       without a checkpoint this is an error, not a restart from scratch.
+    layout: the name of `target`'s layout. A step saved in another one is read through
+      `migrations[its layout]`, or refused with one line.
     """
+    migrations = migrations or {}
     history_epochs = max((r['epoch'] for r in history), default=0)
     legacy = self.legacy_epoch()
     if legacy is not None and legacy <= history_epochs:
       self._warn_legacy(legacy)
-      out = self._restore(legacy, target)
+      out = self._restore_layout(legacy, UNRECORDED_LAYOUT, target, layout, migrations)
       by_epoch = {r['epoch']: r for r in history}
       out['history'] = [by_epoch[e] for e in sorted(by_epoch) if e <= legacy]
       out['epoch'] = legacy
@@ -350,7 +393,8 @@ class Checkpointer:
             '--workdir')
       return None
     manifest = self.manifest(epoch, vocab_path)
-    out = self._restore(epoch, target)
+    out = self._restore_layout(epoch, manifest.get('layout', UNRECORDED_LAYOUT), target, layout,
+                               migrations)
     out['history'] = manifest['history']
     out['epoch'] = epoch
     self.prune(keep=epoch)

@@ -36,6 +36,7 @@ import pathlib
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 import numpy as np
 import optax
 import pytest
@@ -202,7 +203,10 @@ def one_step(model, config, params, batch):
   # The train step's own loss (what the epoch logs) is the same.
   assert float(stats.loss_sum[0] / stats.tokens[0]) == pytest.approx(float(loss), rel=1e-6)
   first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
-  moments = tuple(first(optax.tree_utils.tree_get(state.opt_state, k)) for k in ('mu', 'nu'))
+  # The optimizer runs on one flat vector (train.make_optimizer): mu, nu are [P].
+  unravel = ravel_pytree(first(state.params))[1]
+  moments = tuple(unravel(first(optax.tree_utils.tree_get(state.opt_state, k)))
+                  for k in ('mu', 'nu'))
   return float(loss), grads, first(state.params), moments
 
 

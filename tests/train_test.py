@@ -8,6 +8,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from monoloc_jax import checkpointing
@@ -74,8 +75,8 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
   original_save = checkpointing.Checkpointer.save
 
-  def save_then_die(self, epoch, *args):
-    original_save(self, epoch, *args)
+  def save_then_die(self, epoch, *args, **kwargs):
+    original_save(self, epoch, *args, **kwargs)
     if epoch == 1:
       raise KeyboardInterrupt
 
@@ -283,6 +284,79 @@ def test_epoch_stats_accumulate_and_per_seed_learning_rates_apply():
   import optax  # pylint: disable=g-import-not-at-top
   np.testing.assert_allclose(optax.tree_utils.tree_get(state.opt_state, 'learning_rate'),
                              [1e-3, 0.0])
+
+
+def _set_layout(workdir, layout):
+  """Rewrites the layout field of every manifest (None: drop it, as versions before
+  2026-11-25 wrote them)."""
+  for path in pathlib.Path(workdir, 'checkpoints').glob(f'*/{checkpointing.MANIFEST}'):
+    manifest = json.loads(path.read_text())
+    manifest.pop('layout', None)
+    if layout is not None:
+      manifest['layout'] = layout
+    path.write_text(json.dumps(manifest))
+
+
+def _per_leaf_run(workdir, monkeypatch, epochs):
+  """Trains `workdir` as versions before 2026-11-25 did: one optimizer-state array per
+  parameter, and manifests without a layout."""
+  with monkeypatch.context() as m:
+    m.setattr(train, 'make_optimizer', train.per_leaf_optimizer)
+    m.setattr(train, 'STATE_LAYOUT', checkpointing.UNRECORDED_LAYOUT)
+    train.train_and_evaluate(small_config(max_epochs=epochs), str(workdir))
+  _set_layout(workdir, None)
+
+
+def test_flat_moments_is_the_flat_optimizers_state():
+  """The per-leaf optimizer state, converted, is the state the flat optimizer reaches
+  from the same parameters and gradients (two seeds, two updates, the clip active)."""
+  c = small_config()
+  rng = np.random.default_rng(0)
+  params = {'a': jnp.asarray(rng.normal(size=(2, 3, 4)), jnp.float32),
+            'b': {'c': jnp.asarray(rng.normal(size=(2, 5)), jnp.float32)}}
+  grads = jax.tree_util.tree_map(lambda x: 10.0 * jnp.cos(x), params)   # norm > clip 5
+
+  def two_updates(tx):
+    state = jax.vmap(tx.init)(params)
+    for _ in range(2):
+      _, state = jax.vmap(tx.update)(grads, state, params)
+    return state
+
+  per_leaf = two_updates(train.per_leaf_optimizer(c))
+  flat = two_updates(train.make_optimizer(c))
+  converted = train.flat_moments(per_leaf, params)
+  assert jax.tree_util.tree_structure(converted) == jax.tree_util.tree_structure(flat)
+  mu = jax.tree_util.tree_leaves(optax.tree_utils.tree_get(converted, 'mu'))
+  assert [x.shape for x in mu] == [(2, 17)]
+  for got, want in zip(jax.tree_util.tree_leaves(converted), jax.tree_util.tree_leaves(flat)):
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+  assert float(jnp.abs(mu[0]).min()) > 0        # the moments moved: not a vacuous match
+
+
+def test_a_per_leaf_checkpoint_resumes_converted_to_the_flat_layout(tmp_path, monkeypatch):
+  """A workdir of the per-leaf layout resumes under the flat optimizer and trains on
+  as it would have under the per-leaf one (float rounding of the clip norm aside)."""
+  _per_leaf_run(tmp_path / 'old', monkeypatch, epochs=1)
+  _per_leaf_run(tmp_path / 'ref', monkeypatch, epochs=1)
+  _per_leaf_run(tmp_path / 'ref', monkeypatch, epochs=2)      # resumed per-leaf
+  train.train_and_evaluate(small_config(max_epochs=2), str(tmp_path / 'old'))
+  converted, ref = history(tmp_path / 'old'), history(tmp_path / 'ref')
+  assert [r['epoch'] for r in converted] == [1, 2]
+  assert converted[0]['loss'] == ref[0]['loss']
+  np.testing.assert_allclose(converted[1]['loss'], ref[1]['loss'], rtol=1e-5)
+  manifest = checkpointing.Checkpointer(tmp_path / 'old' / 'checkpoints').manifest(2)
+  assert manifest['layout'] == train.STATE_LAYOUT
+
+
+def test_a_checkpoint_of_an_unknown_layout_is_one_line(tmp_path):
+  train.train_and_evaluate(small_config(max_epochs=1), str(tmp_path))
+  _set_layout(tmp_path, 'future_layout')
+  with pytest.raises(errors.MonolocError, match=(
+      r"^the checkpoint .*/checkpoints/1 holds the train state in layout 'future_layout', "
+      r'which this version of monoloc_jax cannot read \(it reads: flat_opt_state, '
+      r'per_leaf_opt_state\); resume it with the version that wrote it, or start over '
+      r'with a fresh --workdir$')):
+    train.train_and_evaluate(small_config(max_epochs=2), str(tmp_path))
 
 
 def test_evaluation_restores_without_an_optimizer(tmp_path, monkeypatch):

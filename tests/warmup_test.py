@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 import numpy as np
 import optax
 import pytest
@@ -71,14 +72,17 @@ def test_per_seed_learning_rate_still_sets_the_step_under_warmup():
 
 def test_no_warmup_keeps_the_optimizer_state_of_before():
   """warmup_steps=0 gives the very opt_state tree of the optimizer without the field
-  (clip, then AdamW with an injected lr), so checkpoints written before restore."""
+  (clip, then AdamW with an injected lr), so checkpoints written before convert
+  (train.state_migrations)."""
   params = _params()
   before = optax.chain(optax.clip_by_global_norm(5.0),
                        optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3,
                                                              weight_decay=0.0))
-  structure = lambda tx: jax.tree_util.tree_structure(tx.init(params))
-  assert structure(train.make_optimizer(_config(warmup_steps=0))) == structure(before)
-  assert structure(train.make_optimizer(_config(warmup_steps=5))) != structure(before)
+  structure = lambda tx, p=params: jax.tree_util.tree_structure(tx.init(p))
+  assert structure(train.per_leaf_optimizer(_config(warmup_steps=0))) == structure(before)
+  assert structure(train.per_leaf_optimizer(_config(warmup_steps=5))) != structure(before)
+  flat = ravel_pytree(params)[0]
+  assert structure(train.make_optimizer(_config(warmup_steps=0))) == structure(before, flat)
 
 
 def test_warmup_factor_values():

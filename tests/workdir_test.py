@@ -218,18 +218,27 @@ def test_a_damaged_checkpoint_is_refused_by_evaluate_and_resume(run_copy, damage
   assert _snapshot(run_copy) == before
 
 
-def test_a_checkpoint_without_manifest_from_an_older_version_still_resumes(run_copy,
-                                                                           finished):
-  (run_copy / 'checkpoints' / '1' / checkpointing.MANIFEST).unlink()
-  with open(run_copy / 'metrics.jsonl', 'a', encoding='utf-8') as f:     # the old writer
-    f.write((run_copy / 'metrics.jsonl').read_text())                    # could duplicate
-  evaluated = inference.evaluate(str(run_copy))
-  reference = json.loads((finished / 'results.json').read_text())
+def test_a_checkpoint_without_manifest_from_an_older_version_still_resumes(tmp_path,
+                                                                           monkeypatch):
+  """Versions that wrote no manifest also kept one optimizer-state array per
+  parameter: such a step restores unverified and converts to the flat layout."""
+  run = tmp_path / 'w'
+  with monkeypatch.context() as m:
+    m.setattr(train, 'make_optimizer', train.per_leaf_optimizer)
+    m.setattr(train, 'STATE_LAYOUT', checkpointing.UNRECORDED_LAYOUT)
+    train.train_and_evaluate(tiny_config(max_epochs=1), str(run))
+  reference = json.loads((run / 'results.json').read_text())
+  first_epoch = rundir.read_history(run)[0]
+  (run / 'checkpoints' / '1' / checkpointing.MANIFEST).unlink()
+  with open(run / 'metrics.jsonl', 'a', encoding='utf-8') as f:     # the old writer
+    f.write((run / 'metrics.jsonl').read_text())                    # could duplicate
+  evaluated = inference.evaluate(str(run))
   assert evaluated['test']['test_15']['per_seed'] == reference['test']['test_15']['per_seed']
-  train.train_and_evaluate(tiny_config(max_epochs=2), str(run_copy))
-  assert [r['epoch'] for r in rundir.read_history(run_copy)] == [1, 2]
-  assert rundir.read_history(run_copy)[0] == rundir.read_history(finished)[0]
-  checkpointing.Checkpointer(run_copy / 'checkpoints').manifest(2, run_copy / 'vocab.json')
+  train.train_and_evaluate(tiny_config(max_epochs=2), str(run))
+  assert [r['epoch'] for r in rundir.read_history(run)] == [1, 2]
+  assert rundir.read_history(run)[0] == first_epoch
+  manifest = checkpointing.Checkpointer(run / 'checkpoints').manifest(2, run / 'vocab.json')
+  assert manifest['layout'] == train.STATE_LAYOUT
 
 
 @pytest.mark.parametrize('also_results', [True, False], ids=['finished', 'mid_run'])
