@@ -3,7 +3,8 @@
   python experiments/location_trace.py --workdir=runs/copy_sigmoid [--size=200]
 
 For every seed of a finished (or checkpointed) run of a location variant with
-direction mixing, greedy-decodes `--size` samples of the dev split and of each test split and prints,
+direction mixing (GRU backbone; for the Transformer backbone, every layer's and head's
+recurrence on its own row, labelled SPLIT/L<layer>H<head>), greedy-decodes `--size` samples of the dev split and of each test split and prints,
 per seed and split: the exact-match accuracy; the mean direction gate alpha_dir
 (Eq. 17: 1 reads the input forwards, 0 backwards); the mean step the location rule
 took (aux 'step', in input positions: 1.0 is one token per output token) over
@@ -37,9 +38,20 @@ BINS = ((0, 10), (10, 20), (20, 30), (30, 100))
 ALIGNED_TASKS = ('copy', 'reverse_copy')
 
 
-def trace(greedy, params, split, size: int, sos_id: int):
+def recurrences(config):
+  """The location recurrences of a run: [None] for the GRU backbone (one), and each
+  (layer, head) of the Transformer backbone, which runs one per layer and head."""
+  if config.get('backbone', 'gru') == 'transformer':
+    return [(l, h) for l in range(config.transformer_layers)
+            for h in range(config.transformer_heads)]
+  return [None]
+
+
+def trace(greedy, params, split, size: int, sos_id: int, recurrence=None):
   """(accuracy %, mean alpha_dir, mean step per bin, mean |mu - ideal| per bin) on
-  `size` samples; greedy(params, src, src_len, steps) is the jitted greedy decoder."""
+  `size` samples; greedy(params, src, src_len, steps) is the jitted greedy decoder.
+  recurrence: None (the GRU's aux 'mu', 'step' are [B, T]) or the (layer, head) to read
+  from the Transformer's [B, T, L, H]."""
   split = ip.EncodedSplit(split.src[:size], split.src_len[:size], split.tgt[:size],
                           split.tgt_len[:size], None, 0)
   correct, steps, errors, counts = 0, np.zeros(len(BINS)), np.zeros(len(BINS)), np.zeros(
@@ -53,8 +65,10 @@ def trace(greedy, params, split, size: int, sos_id: int):
     correct += int(np.sum(np.all(tokens == gold, axis=1)))
     alphas.append(np.asarray(out.aux['direction'], np.float64)[:rows])
     s = np.asarray(batch.src_len)[:rows] + 2                       # START, tokens, END
-    mu = np.asarray(out.aux['mu'], np.float64)[:rows] * (s[:, None] - 1)   # positions
-    step = np.asarray(out.aux['step'], np.float64)[:rows]
+    pick = (lambda a: a) if recurrence is None else (lambda a: a[:, :, recurrence[0],
+                                                                    recurrence[1]])
+    mu = pick(np.asarray(out.aux['mu'], np.float64)[:rows]) * (s[:, None] - 1)  # positions
+    step = pick(np.asarray(out.aux['step'], np.float64)[:rows])
     t = np.arange(mu.shape[1])[None, :]
     live = t < (np.asarray(batch.src_len)[:rows, None])          # before <eos>
     for b, (lo, hi) in enumerate(BINS):
@@ -86,12 +100,15 @@ def main(argv):
   for i in range(jax.tree_util.tree_leaves(params)[0].shape[0]):
     seed_params = jax.tree_util.tree_map(lambda x, i=i: jnp.asarray(x[i]), params)
     for name, split in splits.items():
-      acc, alpha, step, err = trace(greedy, seed_params, split, _SIZE.value, vocab.sos_id)
-      if not aligned:
-        step = err = np.full(len(BINS), np.nan)
-      fmt = lambda xs: ' '.join(f'{x:6.2f}' if np.isfinite(x) else '     -' for x in xs)
-      print(f'{config.seed + i:>4} {name:<9} {acc:6.1f} {alpha:5.2f}  step: {fmt(step)}   '
-            f'|mu-ideal|: {fmt(err)}', flush=True)
+      for rec in recurrences(config):
+        acc, alpha, step, err = trace(greedy, seed_params, split, _SIZE.value,
+                                      vocab.sos_id, rec)
+        if not aligned:
+          step = err = np.full(len(BINS), np.nan)
+        fmt = lambda xs: ' '.join(f'{x:6.2f}' if np.isfinite(x) else '     -' for x in xs)
+        label = name if rec is None else f'{name}/L{rec[0]}H{rec[1]}'
+        print(f'{config.seed + i:>4} {label:<9} {acc:6.1f} {alpha:5.2f}  step: {fmt(step)}   '
+              f'|mu-ideal|: {fmt(err)}', flush=True)
 
 
 if __name__ == '__main__':
