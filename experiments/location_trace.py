@@ -30,8 +30,13 @@ import numpy as np
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 
-_WORKDIR = flags.DEFINE_string('workdir', None, 'A run of copy or reverse_copy.')
-_SIZE = flags.DEFINE_integer('size', 200, 'Samples decoded per split.', lower_bound=1)
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """The script's flags (defined only when it runs, so that tests can import it)."""
+  flags.DEFINE_string('workdir', None, 'A run of copy or reverse_copy.')
+  flags.DEFINE_integer('size', 200, 'Samples decoded per split.', lower_bound=1)
 BINS = ((0, 10), (10, 20), (20, 30), (30, 100))
 # Tasks whose output token t is read at input position t + 1 (in e_dir units, for the
 # reading direction that solves them); on other tasks only accuracy and a_dir print.
@@ -83,7 +88,7 @@ def trace(greedy, params, split, size: int, sos_id: int, recurrence=None):
 
 def main(argv):
   del argv
-  config, vocab, model, params = inference.restore_for_eval(_WORKDIR.value)
+  config, vocab, model, params = inference.restore_for_eval(FLAGS.workdir)
   if not (model.variant.location and model.variant.direction_mixing):
     sys.exit(f'error: needs a location variant with direction mixing (a_dir, mu, step); '
              f'got {config.variant!r}')
@@ -101,7 +106,7 @@ def main(argv):
     seed_params = jax.tree_util.tree_map(lambda x, i=i: jnp.asarray(x[i]), params)
     for name, split in splits.items():
       for rec in recurrences(config):
-        acc, alpha, step, err = trace(greedy, seed_params, split, _SIZE.value,
+        acc, alpha, step, err = trace(greedy, seed_params, split, FLAGS.size,
                                       vocab.sos_id, rec)
         if not aligned:
           step = err = np.full(len(BINS), np.nan)
@@ -112,5 +117,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   flags.mark_flag_as_required('workdir')
   app.run(main)
