@@ -1,5 +1,6 @@
 """Shared test setup: a per-session task cache and XLA compilation cache."""
 
+import contextlib
 import os
 import pathlib
 
@@ -36,3 +37,19 @@ def tiny_run(tmp_path_factory):
   config.update(TINY_RUN)
   train.train_and_evaluate(config, str(workdir))
   return workdir
+
+
+@pytest.fixture
+def per_leaf_layout(monkeypatch):
+  """A context manager under which `train` writes checkpoints as versions before
+  2026-11-25 did: one optimizer-state array per parameter (`per_leaf_opt_state`)."""
+  from monoloc_jax import checkpointing  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+
+  @contextlib.contextmanager
+  def layout():
+    with monkeypatch.context() as m:
+      m.setattr(train, 'make_optimizer', train.per_leaf_optimizer)
+      m.setattr(train, 'STATE_LAYOUT', checkpointing.UNRECORDED_LAYOUT)
+      yield
+  return layout

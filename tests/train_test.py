@@ -297,12 +297,10 @@ def _set_layout(workdir, layout):
     path.write_text(json.dumps(manifest))
 
 
-def _per_leaf_run(workdir, monkeypatch, epochs):
+def _per_leaf_run(workdir, per_leaf_layout, epochs):
   """Trains `workdir` as versions before 2026-11-25 did: one optimizer-state array per
   parameter, and manifests without a layout."""
-  with monkeypatch.context() as m:
-    m.setattr(train, 'make_optimizer', train.per_leaf_optimizer)
-    m.setattr(train, 'STATE_LAYOUT', checkpointing.UNRECORDED_LAYOUT)
+  with per_leaf_layout():
     train.train_and_evaluate(small_config(max_epochs=epochs), str(workdir))
   _set_layout(workdir, None)
 
@@ -333,12 +331,12 @@ def test_flat_moments_is_the_flat_optimizers_state():
   assert float(jnp.abs(mu[0]).min()) > 0        # the moments moved: not a vacuous match
 
 
-def test_a_per_leaf_checkpoint_resumes_converted_to_the_flat_layout(tmp_path, monkeypatch):
+def test_a_per_leaf_checkpoint_resumes_converted_to_the_flat_layout(tmp_path, per_leaf_layout):
   """A workdir of the per-leaf layout resumes under the flat optimizer and trains on
   as it would have under the per-leaf one (float rounding of the clip norm aside)."""
-  _per_leaf_run(tmp_path / 'old', monkeypatch, epochs=1)
-  _per_leaf_run(tmp_path / 'ref', monkeypatch, epochs=1)
-  _per_leaf_run(tmp_path / 'ref', monkeypatch, epochs=2)      # resumed per-leaf
+  _per_leaf_run(tmp_path / 'old', per_leaf_layout, epochs=1)
+  _per_leaf_run(tmp_path / 'ref', per_leaf_layout, epochs=1)
+  _per_leaf_run(tmp_path / 'ref', per_leaf_layout, epochs=2)      # resumed per-leaf
   train.train_and_evaluate(small_config(max_epochs=2), str(tmp_path / 'old'))
   converted, ref = history(tmp_path / 'old'), history(tmp_path / 'ref')
   assert [r['epoch'] for r in converted] == [1, 2]

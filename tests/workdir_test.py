@@ -219,13 +219,11 @@ def test_a_damaged_checkpoint_is_refused_by_evaluate_and_resume(run_copy, damage
 
 
 def test_a_checkpoint_without_manifest_from_an_older_version_still_resumes(tmp_path,
-                                                                           monkeypatch):
+                                                                           per_leaf_layout):
   """Versions that wrote no manifest also kept one optimizer-state array per
   parameter: such a step restores unverified and converts to the flat layout."""
   run = tmp_path / 'w'
-  with monkeypatch.context() as m:
-    m.setattr(train, 'make_optimizer', train.per_leaf_optimizer)
-    m.setattr(train, 'STATE_LAYOUT', checkpointing.UNRECORDED_LAYOUT)
+  with per_leaf_layout():
     train.train_and_evaluate(tiny_config(max_epochs=1), str(run))
   reference = json.loads((run / 'results.json').read_text())
   first_epoch = rundir.read_history(run)[0]
