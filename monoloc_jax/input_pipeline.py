@@ -1,7 +1,12 @@
 """Encoding and length-bucketed batching.
 
-Every batch is padded to a shape drawn from the small fixed set `BUCKETS`, so
-XLA compiles a handful of programs, not one per batch.
+XLA compiles one program per batch shape, so batches come in a handful of
+shapes. Training batches are grouped by target-length bucket (`BUCKETS`), or
+form one group (`bucketed=False`), and every batch of a group is padded to the
+group's longest target and the split's longest source: one shape per group, and
+no step spent on padding past the longest example (padding carries no loss and
+changes no valid position's output, so the widths change float rounding only).
+Evaluation batches are padded to `BUCKETS` lengths.
 
 Training batches for several seeds at once (the vmapped multi-seed trainer)
 must share one shape per step. So the *schedule* of buckets in an epoch (which
@@ -120,6 +125,13 @@ def _train_bucket_keys(split: EncodedSplit, bucketed: bool) -> np.ndarray:
   return np.array([bucket_length(int(n)) for n in split.tgt_len], np.int32)
 
 
+def train_widths(split: EncodedSplit, groups: Dict[int, np.ndarray]) -> Tuple[int, Dict[int, int]]:
+  """(source width, {group: target width}) of training batches: the split's
+  longest source and each group's longest target (groups: {key: example indices})."""
+  return (int(split.src_len.max()),
+          {k: int(split.tgt_len[ix].max()) for k, ix in groups.items()})
+
+
 def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
                   epoch: int, schedule_seed: int, sos_id: int,
                   bucketed: bool = True) -> Iterator[Batch]:
@@ -129,11 +141,12 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   `bucketed`); each seed shuffles each group with its own generator
   (seed, epoch); the order in which groups take turns is shuffled with
   (schedule_seed, epoch) and is shared by all seeds. A group's last batch is
-  completed with filler rows that carry no loss.
+  completed with filler rows that carry no loss. Widths: the group's longest
+  target and the split's longest source (`train_widths`).
   """
   keys = _train_bucket_keys(split, bucketed)
   groups = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
-  src_width = bucket_length(int(split.src_len.max()))
+  src_width, tgt_widths = train_widths(split, groups)
   schedule = np.concatenate([np.full(math.ceil(len(ix) / batch_size), k)
                              for k, ix in sorted(groups.items())])
   np.random.default_rng([schedule_seed, epoch, 7]).shuffle(schedule)
@@ -150,8 +163,7 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   cursor = {k: 0 for k in groups}
   for k in schedule:
     k = int(k)
-    tgt_width = bucket_length(int(split.tgt_len[groups[k]].max()))
-    batches = [_make_batch(split, plan[k][cursor[k]], src_width, tgt_width, sos_id)
+    batches = [_make_batch(split, plan[k][cursor[k]], src_width, tgt_widths[k], sos_id)
                for plan in plans]
     cursor[k] += 1
     yield Batch(*(np.stack(parts) for parts in zip(*batches)))
@@ -163,14 +175,17 @@ def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int
 
   Every batch has exactly `batch_size` rows (filler rows repeat row 0 and are
   dropped by the caller via the indices), source width and decode steps are
-  bucketed, so a whole split compiles a few programs.
+  bucketed, so a whole split compiles a few programs. The source width is at
+  most the split's longest source (a split of length-100 inputs is read at
+  width 100, not 128): no more shapes, no encoder step spent on padding only.
   """
   order = np.lexsort((split.src_len, split.tgt_len))
+  longest_src = int(split.src_len.max())
   out = []
   for start in range(0, len(order), batch_size):
     idx = order[start:start + batch_size]
     padded = np.concatenate([idx, np.full(batch_size - len(idx), -1)])
-    src_width = bucket_length(int(split.src_len[idx].max()))
+    src_width = min(bucket_length(int(split.src_len[idx].max())), longest_src)
     steps = bucket_length(int(split.tgt_len[idx].max()))
     out.append((idx, _make_batch(split, padded, src_width, steps, sos_id), steps))
   return out

@@ -30,7 +30,7 @@ LIBRARY: Mapping[str, Any] = types.MappingProxyType({})
 AUTHORS_CODE: Mapping[str, Any] = types.MappingProxyType({
     # Batching: torch DataLoader(shuffle=True, batch_size=32), each batch padded
     # to its own longest example, the epoch's last batch partial; here random
-    # batches padded to the split's widest bucket (padding carries no loss, and
+    # batches padded to the split's longest target (padding carries no loss, and
     # the partial last batch is completed with filler rows that carry none).
     'bucket_batches': False,
     # Budget: `epochs = 100`. Stopping: after every epoch but the first,

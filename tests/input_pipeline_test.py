@@ -159,22 +159,28 @@ def test_training_batch_shapes_follow_buckets(data):
   batches = epoch_batches(split, [0])
   assert len(batches) == sum(math.ceil(c / BATCH) for c in counts.values())
   assert ip.num_train_steps(split, BATCH) == len(batches)
-  src_width = next(b for b in ip.BUCKETS if b >= split.src_len.max())
-  widths = []
+  # Widths: the split's longest source; per bucket, the bucket's longest target.
+  src_width = int(split.src_len.max())
+  longest = {}
+  for n in split.tgt_len:
+    bucket = next(b for b in ip.BUCKETS if b >= n)
+    longest[bucket] = max(longest.get(bucket, 0), int(n))
+  buckets = []
   for batch in batches:
     width = batch.tgt_out.shape[-1]
-    widths.append(width)
     assert batch.src.shape == (1, BATCH, src_width)
     assert batch.src_len.shape == (1, BATCH)
     assert batch.tgt_in.shape == batch.tgt_out.shape == (1, BATCH, width)
     real = real_rows(batch.tgt_out[0], vocab.eos_id)
     lengths = (batch.tgt_out[0] != 0).sum(-1)[real]
-    # Every real row belongs to the batch's bucket: longer than the bucket below.
-    assert width in counts and np.all(lengths <= width)
-    below = max([0] + [b for b in ip.BUCKETS if b < width])
-    assert np.all(lengths > below)
-  assert sorted(widths) == sorted(w for w, c in counts.items()
-                                  for _ in range(math.ceil(c / BATCH)))
+    # Every real row belongs to one bucket, whose longest target is the width.
+    bucket = next(b for b in ip.BUCKETS if b >= lengths.max())
+    below = max([0] + [b for b in ip.BUCKETS if b < bucket])
+    assert np.all(lengths > below) and np.all(lengths <= bucket)
+    assert width == longest[bucket]
+    buckets.append(bucket)
+  assert sorted(buckets) == sorted(w for w, c in counts.items()
+                                   for _ in range(math.ceil(c / BATCH)))
 
 
 def test_training_batches_hold_every_example_once(data):
@@ -286,10 +292,11 @@ def test_unbucketed_batches_are_random_and_padded_to_the_split_maximum(data):
   batches = epoch_batches(split, [0], 2, bucketed=False)
   assert len(batches) == math.ceil(N_EXAMPLES / BATCH) == ip.num_train_steps(
       split, BATCH, bucketed=False)
-  width = next(b for b in ip.BUCKETS if b >= split.tgt_len.max())
+  width = int(split.tgt_len.max())      # the split's longest target, as one width
   seen, mixed = [], 0
   for batch in batches:
     assert batch.tgt_out.shape == (1, BATCH, width)
+    assert batch.src.shape == (1, BATCH, int(split.src_len.max()))
     real = real_rows(batch.tgt_out[0], vocab.eos_id)
     idx = example_indices(batch.src[0], real, index_of)
     seen += idx
@@ -317,7 +324,8 @@ def test_eval_batches_cover_every_example_once_in_order(data, batch_size):
   assert keys == sorted(keys)
   for idx, batch, steps in batches:
     n = len(idx)
-    src_width = next(b for b in ip.BUCKETS if b >= split.src_len[idx].max())
+    src_width = min(next(b for b in ip.BUCKETS if b >= split.src_len[idx].max()),
+                    split.src_len.max())
     assert steps == next(b for b in ip.BUCKETS if b >= split.tgt_len[idx].max())
     assert batch.src.shape == (batch_size, src_width)
     assert batch.src_len.shape == (batch_size,)
