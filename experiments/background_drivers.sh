@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The background reproduction drivers of the open issues (BUILD_NOTES §4.5), restartable.
+#
+#   bash experiments/background_drivers.sh [all|jax]     # from the repository root
+#
+# Expects beside this checkout (BUILD_NOTES §4.5, experiments/authors_code/README.md):
+#   ../grid-src  a clone of main (`git clone <this checkout> ../grid-src`): the grids run
+#                committed code only, and each unit's JSON records that commit;
+#   ../refcode   the authors' code with its venv (only for 'all': the authors'-code queue);
+#   .venv        this checkout's virtualenv (README command 2).
+# Every unit is resumable and finished units are skipped, so rerunning this after a
+# session ends (or a machine change) continues where the drivers stopped. Results land in
+# this checkout's results/; logs in ../logs/. Each driver is pinned to one CPU (XLA sizes
+# its thread pool to it; two pinned processes per core ran 1.4x the throughput of two
+# unpinned ones, BUILD_NOTES §4.1.0), and nice sets the priorities: the authors'
+# procedure and the authors' code first, the Transformer grid next, the library
+# procedure's remaining Table 4/6 seeds last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HERE=$(pwd)
+SRC=$(cd ../grid-src && pwd)
+LOGS=$(mkdir -p ../logs && cd ../logs && pwd)
+RUNS=$(cd .. && pwd)
+PY="$HERE/.venv/bin/python"
+WHICH=${1:-all}
+R="env PYTHONPATH=$SRC $PY $SRC/experiments/reproduce.py --results_dir=$HERE/results"
+DIS4=copy/onestep_minus_sigmoid,reverse_copy/onestep_minus_sigmoid,recopy/onestep_minus_step3,recopy/onestep_minus_sigmoid,reverse_recopy/onestep_minus_step3,reverse_recopy/onestep_minus_sigmoid
+DIS4A=$(echo "$DIS4" | sed 's/\([a-z0-9_]*\)\(,\|$\)/\1.authors\2/g')
+SAMPLE2A=copy/mono.authors,reverse_copy/onestep.authors,lookup/onestep.authors,recopy/onestep.authors,reverse_recopy/mono.authors,inv_recopy/onestep.authors
+
+# The authors' procedure: the disagreeing rows' seeds 1-2, a sample of agreeing Table 2
+# rows (seeds 0-2), then every _authors unit.
+nohup taskset -c 0 nice -n 10 bash -c "
+$R --grid=table4_authors --runs=$DIS4A --seeds=1,2 --workdir=$RUNS/runs-authors
+$R --grid=table6_authors --runs=dedupe/mono.authors --seeds=1,2 --workdir=$RUNS/runs-authors
+$R --grid=table2_authors --runs=$SAMPLE2A --seeds=0,1,2 --workdir=$RUNS/runs-authors
+$R --grid=table4_authors,table6_authors,table2_authors --seeds=0,1,2 --workdir=$RUNS/runs-authors
+" >> "$LOGS/authors_proc.log" 2>&1 &
+
+if [ "$WHICH" = all ]; then
+  # The authors' code on the disagreeing rows, one unit at a time.
+  nohup taskset -c 1 nice -n 5 bash -c "
+  for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
+           reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
+           recopy/onestep_minus_step3:1 dedupe/mono:1 recopy/onestep_minus_sigmoid:1 \
+           reverse_copy/onestep_minus_sigmoid:2 recopy/onestep_minus_step3:2 dedupe/mono:2 \
+           recopy/onestep_minus_sigmoid:2; do
+    $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
+        --runs=\${u%%:*} --seeds=\${u##*:}
+  done
+  " >> "$LOGS/authors_code.log" 2>&1 &
+fi
+
+# The Transformer grid, seed by seed.
+nohup taskset -c 1 nice -n 8 bash -c "
+for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
+" >> "$LOGS/transformer.log" 2>&1 &
+
+# The library procedure: the disagreeing rows' seeds 1-2, then every Table 4/6 unit.
+nohup taskset -c 0 nice -n 19 bash -c "
+$R --grid=table4 --runs=$DIS4 --seeds=1,2 --workdir=$RUNS/runs-lib
+$R --grid=table6 --runs=dedupe/mono --seeds=1,2 --workdir=$RUNS/runs-lib
+$R --grid=table4,table6 --seeds=1,2 --workdir=$RUNS/runs-lib
+" >> "$LOGS/lib.log" 2>&1 &
+echo "drivers started ($WHICH); logs in $LOGS"
