@@ -125,7 +125,8 @@ def _train_bucket_keys(split: EncodedSplit, bucketed: bool) -> np.ndarray:
   return np.array([bucket_length(int(n)) for n in split.tgt_len], np.int32)
 
 
-def train_widths(split: EncodedSplit, groups: Dict[int, np.ndarray]) -> Tuple[int, Dict[int, int]]:
+def train_widths(split: EncodedSplit,
+                 groups: Dict[int, np.ndarray]) -> Tuple[int, Dict[int, int]]:
   """(source width, {group: target width}) of training batches: the split's
   longest source and each group's longest target (groups: {key: example indices})."""
   return (int(split.src_len.max()),

@@ -73,9 +73,9 @@ Identical work.
       reported and compared with theirs.
     - ours, benchmark condition (what `monoloc-benchmark` measures): batches
       sorted by length, widths bucketed (BUCKETS in input_pipeline.py; the source
-      width capped at the split's longest source), the last batch filled to --eval_batch_size rows, decoding to the bucket of the batch's
-      longest target (BUILD_NOTES §2 item 5), early exit once every row has
-      emitted <eos>.
+      width capped at the split's longest source), the last batch filled to
+      --eval_batch_size rows, decoding to the bucket of the batch's longest target
+      (BUILD_NOTES §2 item 5), early exit once every row has emitted <eos>.
 
 Cores and threads (recorded in the output). Both workers are pinned
 (sched_setaffinity) to the same CPUs, --cores (default: every CPU this process may
@@ -331,8 +331,8 @@ def conditions_text(settings: Dict[str, Any]) -> List[str]:
       '  ours, equal: the same batches, source width = batch max, the same step count '
       '(while_loop would stop early only if every row emitted <eos>; steps run below).',
       '  ours, benchmark condition: length-sorted batches, bucketed widths (source capped '
-      'at the split\'s longest), last batch '
-      'filled, to the bucket of the longest target, early exit when all rows emitted <eos>.',
+      "at the split's longest), last batch filled, to the bucket of the longest target, "
+      'early exit when all rows emitted <eos>.',
   ]
 
 
