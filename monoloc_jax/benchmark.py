@@ -13,7 +13,7 @@ Measures, after warm-up and separately from compilation:
     (vmapped or one after another, --seed_strategy);
   * greedy-decoding samples/s on --decode_split at --eval_batch_size;
   * compile time (every bucket shape of the train step and of decoding);
-  * peak resident memory;
+  * peak resident memory, and on an accelerator the allocator's peak device memory;
 and derives tokens/s and the fraction of --peak_gflops reached by the useful
 FLOPs on the real, unpadded tokens, counted for the model's backbone
 (`FLOP_COUNTS`: GRU cells, attention and projections for 'gru', see
@@ -25,7 +25,7 @@ import json
 import resource
 import sys
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from absl import app
 from absl import flags
@@ -39,6 +39,7 @@ from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import models
 from monoloc_jax import multiseed
+from monoloc_jax import precision
 from monoloc_jax import tasks
 from monoloc_jax import train
 from monoloc_jax import variants
@@ -149,6 +150,15 @@ def model_flops(config, spec, vocab: int, src_len, tgt_len) -> float:
   return sum(count(int(a), int(b), vocab, config, spec) for a, b in zip(src_len, tgt_len))
 
 
+def device_peak_mb(device) -> Optional[float]:
+  """Peak memory the device's allocator has held (`Device.memory_stats()`'s
+  'peak_bytes_in_use'), in MiB; None where the backend keeps no such figure (CPU)."""
+  stats = device.memory_stats() if hasattr(device, 'memory_stats') else None
+  if not stats or 'peak_bytes_in_use' not in stats:
+    return None
+  return stats['peak_bytes_in_use'] / 2.0 ** 20
+
+
 def _timed(fn):
   t0 = time.perf_counter()
   out = fn()
@@ -179,8 +189,8 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                             split.tgt[:decode_size], split.tgt_len[:decode_size], None, 0)
   model = models.from_config(config, data.vocab)
   tx = train.make_optimizer(config)
-  programs = train.make_train_programs(model, tx, seed_strategy)
-  eval_programs = inference.make_eval_programs(model, seed_strategy)
+  programs = train.make_train_programs(model, tx, seed_strategy, precision.of(config))
+  eval_programs = inference.make_eval_programs(model, seed_strategy, precision.of(config))
   spec = model.variant
   out: Dict[str, float] = {'task': task, 'variant': model_name, 'batch_size': batch_size,
                            'backend': jax.default_backend(),
@@ -190,6 +200,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                            'embed_dim': config.embed_dim, 'hidden_dim': config.hidden_dim,
                            'value_dim': config.value_dim, 'qk_dim': config.qk_dim,
                            'dtype': config.get('dtype', 'float32'),
+                           'matmul_precision': precision.of(config),
                            'backbone': config.get('backbone', 'gru')}
   if out['backbone'] == 'transformer':
     out.update({k: config[k] for k in ('transformer_layers', 'transformer_heads',
@@ -264,6 +275,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['decode_s'] = dt
   out['compile_s'] = compile_s   # first calls: compile + one run each
   out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+  out['peak_device_mb'] = device_peak_mb(jax.devices()[0])
 
   vocab = len(data.vocab)
   train_flops = 3.0 * model_flops(config, spec, vocab, data.train.src_len, data.train.tgt_len)
@@ -291,6 +303,8 @@ def format_report(r: Dict[str, float]) -> str:
        f"{r['decode_tokens_per_s']:.0f} tokens/s", f"{100 * r['decode_peak_fraction']:.1f}% of peak"),
       ('compile (all shapes)', f"{r['compile_s']:.1f} s", f"{r['train_shapes']} train shapes", ''),
       ('peak resident memory', f"{r['peak_rss_mb']:.0f} MB", '', ''),
+  ] + ([('peak device memory', f"{r['peak_device_mb']:.0f} MiB", '', '')]
+       if r.get('peak_device_mb') is not None else []) + [
       ('parameters', f"{r['parameters']:,}", '', ''),
   ]
   head = (f"{r['variant']} on {r['task']} ({r['backbone']} backbone), batch "

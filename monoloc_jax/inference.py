@@ -20,6 +20,7 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
 from monoloc_jax import models
 from monoloc_jax import multiseed
+from monoloc_jax import precision
 from monoloc_jax import rundir
 from monoloc_jax import sharding
 from monoloc_jax import tasks
@@ -40,8 +41,10 @@ class EvalPrograms(NamedTuple):
   teacher_forced_accuracy: Callable
 
 
-def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto') -> EvalPrograms:
-  """The evaluation programs of `model` over a leading seed axis (`multiseed`)."""
+def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto',
+                       matmul_precision: str = precision.DEFAULT) -> EvalPrograms:
+  """The evaluation programs of `model` over a leading seed axis (`multiseed`), their
+  float32 products at `matmul_precision` (`precision.MATMUL_PRECISIONS`)."""
   pad = model.pad_id
 
   def greedy_one(params, src, src_len, steps):
@@ -55,10 +58,11 @@ def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto') -> Ev
     return jnp.all(ok, axis=-1)
 
   return EvalPrograms(
-      greedy=jax.jit(multiseed.over_seeds(greedy_one, (0, None, None, None), seed_strategy),
-                     static_argnums=(3,)),
-      teacher_forced_accuracy=jax.jit(
-          multiseed.over_seeds(tf_one, (0, None), seed_strategy)))
+      greedy=jax.jit(precision.traced_under(
+          multiseed.over_seeds(greedy_one, (0, None, None, None), seed_strategy),
+          matmul_precision), static_argnums=(3,)),
+      teacher_forced_accuracy=jax.jit(precision.traced_under(
+          multiseed.over_seeds(tf_one, (0, None), seed_strategy), matmul_precision)))
 
 
 def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_size: int,
@@ -240,7 +244,7 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
     configs.validate(config)
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
-  programs = make_eval_programs(model, config.get('seed_strategy', 'auto'))
+  programs = make_eval_programs(model, config.get('seed_strategy', 'auto'), precision.of(config))
   test = evaluate_splits(programs, params, data, config)
   results = existing or {
       'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
@@ -387,9 +391,9 @@ def decode_with_attention(workdir: str, inputs: Sequence[str],
   (`config.source_eos_tasks`) has it appended, as `Decoded.source` shows.
   """
   config, vocab, model, one, choice = restore_seed(workdir, seed_index)
-  greedy = jax.jit(lambda p, src, n, steps: model.apply({'params': p}, src, n, steps,
-                                                        method=model.greedy),
-                   static_argnums=3)
+  greedy = jax.jit(precision.traced_under(
+      lambda p, src, n, steps: model.apply({'params': p}, src, n, steps, method=model.greedy),
+      precision.of(config)), static_argnums=3)
   out = []
   for text in inputs:                        # every input is checked before any decodes
     if not text.split():

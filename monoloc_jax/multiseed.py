@@ -9,7 +9,10 @@ one seed runs over that axis in one of two ways, with the same per-seed result:
     busy and XLA:CPU runs seed-batched products outside its fast matmul path
     (BUILD_NOTES.md §4.1: 5 vmapped seeds are slower in total than 5 in a row).
 'auto' picks 'map' on a single CPU device and 'vmap' otherwise (accelerators, and
-several devices, whose mesh shards the seed axis of the batched program).
+several devices, whose mesh shards the seed axis of the batched program). Both sides
+are measured: on 2 CPU cores 5 vmapped seeds are slower in total than 5 in a row
+(§4.1.1); on an H100 5 vmapped seeds train 43,977 samples/s against 9,899 mapped
+(BUILD_NOTES §4.9).
 """
 
 from typing import Callable, Optional, Sequence

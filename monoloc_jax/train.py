@@ -31,6 +31,7 @@ from monoloc_jax import logs
 from monoloc_jax import models
 from monoloc_jax import rundir
 from monoloc_jax import multiseed
+from monoloc_jax import precision
 from monoloc_jax import sharding
 from monoloc_jax.vocab import Vocabulary
 
@@ -275,11 +276,14 @@ class TrainPrograms(NamedTuple):
 
 
 def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
-                        seed_strategy: str = 'auto') -> TrainPrograms:
+                        seed_strategy: str = 'auto',
+                        matmul_precision: str = precision.DEFAULT) -> TrainPrograms:
   """Builds the jitted training programs for `model`, over a leading seed axis.
 
   seed_strategy: how the programs run over the seeds (`multiseed.STRATEGIES`:
   vmapped, or one after another with `lax.map`; 'auto' picks per backend).
+  matmul_precision: the precision of every float32 product, the backward pass's
+  included (`precision.MATMUL_PRECISIONS`; config.matmul_precision).
   A non-finite loss skips that update (params and optimizer state are kept) and
   is recorded in `EpochStats.first_bad_update`.
   """
@@ -312,8 +316,11 @@ def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
                                  stats.tokens + count, bad)
 
   return TrainPrograms(
-      init=jax.jit(multiseed.over_seeds(init_one, (0, None, None, None), seed_strategy)),
-      train_step=jax.jit(multiseed.over_seeds(step_one, (0, 0, 0), seed_strategy),
+      init=jax.jit(precision.traced_under(
+          multiseed.over_seeds(init_one, (0, None, None, None), seed_strategy),
+          matmul_precision)),
+      train_step=jax.jit(precision.traced_under(
+          multiseed.over_seeds(step_one, (0, 0, 0), seed_strategy), matmul_precision),
                          donate_argnums=(0,)))
 
 
@@ -406,8 +413,8 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   if placement.mesh is not None and config.progress:
     print(placement.describe(), flush=True)
   strategy = config.get('seed_strategy', 'auto')
-  programs = make_train_programs(model, tx, strategy)
-  eval_programs = inference.make_eval_programs(model, strategy)
+  programs = make_train_programs(model, tx, strategy, precision.of(config))
+  eval_programs = inference.make_eval_programs(model, strategy, precision.of(config))
 
   probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
                                 config.data_seed, data.vocab.sos_id, config.bucket_batches))

@@ -25,6 +25,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+import compile_options
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax import models
@@ -32,8 +33,7 @@ from monoloc_jax import param_count
 from monoloc_jax import variants
 from monoloc_jax.configs import default
 
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+FAST = compile_options.fast()
 VOCAB = 14
 SMALL = dict(embed_dim=64, hidden_dim=128, value_dim=128, num_layers=1)
 CFQ = dict(embed_dim=128, hidden_dim=256, value_dim=512, num_layers=2, qk_dim=128,

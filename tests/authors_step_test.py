@@ -41,6 +41,7 @@ import numpy as np
 import optax
 import pytest
 
+import compile_options
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import models
 from monoloc_jax import train
@@ -87,8 +88,7 @@ for _suffix, _ours in (('', 'fwd_0'), ('_reverse', 'bwd_0')):
       f'encoder.bias_ih_l0{_suffix}': (('encoder', _ours, 'b_i'), SAME),
       f'encoder.bias_hh_l0{_suffix}': (('encoder', _ours, 'b_h'), SAME),
   })
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+FAST = compile_options.fast()
 
 
 def load(variant):

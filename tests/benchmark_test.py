@@ -1,6 +1,7 @@
 """The benchmark command runs (tiny setting) and reports every figure; it is not a timed test."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -125,3 +126,32 @@ def test_benchmark_cli_counts_the_transformer(tmp_path):
   np.testing.assert_allclose(figures['train_gflops_per_s'],
                              flops / figures['train_epoch_s'] / 1e9, rtol=1e-9)
   assert 0 < figures['train_peak_fraction'] < 1
+
+
+class _Device:
+  def __init__(self, stats):
+    self._stats = stats
+
+  def memory_stats(self):
+    return self._stats
+
+
+def test_peak_device_memory_is_the_allocators_peak_or_none():
+  assert benchmark.device_peak_mb(_Device({'peak_bytes_in_use': 3 * 2 ** 20,
+                                           'bytes_in_use': 2 ** 20})) == 3.0
+  assert benchmark.device_peak_mb(_Device(None)) is None       # CPU: no allocator figures
+  assert benchmark.device_peak_mb(_Device({'bytes_in_use': 1})) is None
+  assert benchmark.device_peak_mb(object()) is None
+
+
+def test_report_shows_device_memory_only_where_measured():
+  figures = dict(train_samples_per_s=1.0, train_tokens_per_s=1.0, train_peak_fraction=0.1,
+                 vmapped_seeds=5, seed_strategy='vmap', train_samples_per_s_per_seed_vmapped=1.0,
+                 train_samples_per_s_vmapped_total=5.0, train_peak_fraction_vmapped=0.1,
+                 decode_split='test_100', decode_samples_per_s=1.0, decode_tokens_per_s=1.0,
+                 decode_peak_fraction=0.1, compile_s=1.0, train_shapes=2, peak_rss_mb=100.0,
+                 parameters=10, variant='onestep', task='copy', backbone='gru', batch_size=32,
+                 device='cuda:0', decoder_backward='autodiff', peak_device_mb=None)
+  assert 'peak device memory' not in benchmark.format_report(figures)
+  figures['peak_device_mb'] = 812.4
+  assert re.search(r'\npeak device memory +812 MiB *\n', benchmark.format_report(figures))

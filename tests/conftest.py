@@ -19,6 +19,10 @@ def _isolated_caches(tmp_path_factory):
   os.environ['MONOLOC_CACHE_DIR'] = str(root / 'data')
   jax.config.update('jax_compilation_cache_dir', str(root / 'xla'))
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
+  # Full float32 products for the kernels the tests call directly (the library's own
+  # programs set config.matmul_precision): on a GPU the backend default is TensorFloat-32,
+  # and the float64-reference comparisons fail under it (BUILD_NOTES §4.9). No effect on CPU.
+  jax.config.update('jax_default_matmul_precision', 'highest')
   yield
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import compile_options
 from monoloc_jax import attention
 from monoloc_jax import configs
 from monoloc_jax import errors
@@ -32,8 +33,7 @@ from monoloc_jax import train
 from monoloc_jax import variants
 from monoloc_jax.configs import default
 
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+FAST = compile_options.fast()
 BF16 = jnp.bfloat16
 LENGTHS = np.array([6, 3, 5], np.int32)
 B, S, D = 3, 6, 8
@@ -348,8 +348,8 @@ X64_SCRIPT = textwrap.dedent('''
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update('jax_enable_x64', True)
     from monoloc_jax import models, variants
-    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-             'xla_cpu_use_fusion_emitters': False}
+    FAST = ({'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+             'xla_cpu_use_fusion_emitters': False} if jax.default_backend() == 'cpu' else {})
     vocab, lens = 9, np.array([5, 2, 4], np.int32)
     rng = np.random.default_rng(0)
     src = rng.integers(3, vocab, (3, 5)).astype(np.int32)

@@ -13,14 +13,14 @@ import ml_collections
 import numpy as np
 import pytest
 
+import compile_options
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax import models
 from monoloc_jax import variants
 
 VOCAB = 11
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+FAST = compile_options.fast()
 NOT_MIXING_IN_REFERENCE = ('mix_onestep', 'mix_onestep_pr', 'mix_mono', 'mix_mono_pr',
                            'mix_rmono', 'mix_rmono_pr')
 

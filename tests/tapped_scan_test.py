@@ -20,12 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import compile_options
 from monoloc_jax import attention
 from monoloc_jax import tapped_scan
 from monoloc_jax import variants
 
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+FAST = compile_options.fast()
 B, D, V, T = 3, 4, 5, 6
 
 
@@ -110,8 +110,8 @@ X64_SCRIPT = textwrap.dedent('''
     import functools, sys
     import jax, jax.numpy as jnp, numpy as np
     from monoloc_jax import attention, models, tapped_scan, variants
-    FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-            'xla_cpu_use_fusion_emitters': False}
+    FAST = ({'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
+             'xla_cpu_use_fusion_emitters': False} if jax.default_backend() == 'cpu' else {})
     rng = np.random.default_rng(0)
     batch, n, steps, vocab = 3, 5, 4, 9
     lens = np.array([5, 2, 4], np.int32)

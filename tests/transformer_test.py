@@ -23,13 +23,12 @@ import optax
 import pytest
 from jax.extend import core as jax_core
 
+import compile_options
 from monoloc_jax import transformer
 from monoloc_jax import variants
 
-# Cheap XLA compilation: these tests are compile-bound on CPU, not run-bound.
-# (XLA:CPU's fusion emitters off: these programs compile about 2.5x faster without them.)
-FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
-        'xla_cpu_use_fusion_emitters': False}
+# Cheap XLA compilation on CPU, where these tests are compile-bound, not run-bound.
+FAST = compile_options.fast()
 # The per-variant checks run in float64 (`results`): the two forms sum the same
 # products in different orders (one batched product against one per step), and in
 # float32 the location kernels amplify that rounding (a Gaussian with sigma =

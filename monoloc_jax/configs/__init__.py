@@ -77,6 +77,8 @@ def validate(config, task=None, variant=None) -> None:
   if config.dev_metric not in ('greedy', 'teacher_forced'):
     raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
                               "valid: greedy, teacher_forced")
+  from monoloc_jax import precision  # pylint: disable=g-import-not-at-top
+  precision.of(config)                      # unknown matmul_precision
   if config.get('decoder_backward', 'autodiff') not in models.DECODER_BACKWARDS:
     raise errors.unknown_name('decoder_backward', config.decoder_backward,
                               models.DECODER_BACKWARDS)

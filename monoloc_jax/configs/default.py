@@ -42,6 +42,9 @@ def get_config() -> ml_collections.ConfigDict:
   # Computation dtype: 'float32', 'bfloat16' (TPU; parameters, the location recurrence,
   # softmaxes and logits stay float32) or 'float64' (needs JAX_ENABLE_X64=1).
   c.dtype = 'float32'
+  # float32 products: 'highest' (full float32 everywhere), 'high' or 'default' (the
+  # backend's: TensorFloat-32 on NVIDIA GPUs, bfloat16 on TPU). precision.py.
+  c.matmul_precision = 'highest'
 
   # Optimisation (App. E: AdamW, lr plateau, early stopping).
   c.learning_rate = 1e-3     # AdamW learning rate

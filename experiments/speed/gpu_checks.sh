@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The accelerator checks (BUILD_NOTES §4.9), as one script for a lent GPU machine.
+#
+#   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25]
+#
+# Expects jax with CUDA, flax, optax and orbax installed; wheels of the other
+# dependencies (ml_collections, editdistance, tensorboardX) in .whl/ if missing.
+# Writes logs and figures under $OUT. Each stage has its own time cap.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:?set OUT}
+STAGES=${*:-env bench main tests prof bench25}
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+if [ -d .whl ] && ! python3 -c 'import ml_collections, editdistance, tensorboardX' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+BENCH='from monoloc_jax.benchmark import run; run()'
+TRAIN='from monoloc_jax.cli import run; run()'
+stamp() { echo "=== $(date +%T) $*"; }
+# Every stage's cap is cut to what is left of ${BUDGET_S:-520} s from the start.
+END=$(( $(date +%s) + ${BUDGET_S:-520} ))
+cap() { local left=$(( END - $(date +%s) - 5 )); echo $(( left < $1 ? (left > 1 ? left : 1) : $1 )); }
+
+bench() {
+  stamp bench "$@"
+  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(cap 90)" python3 -c "$BENCH" --task=recopy \
+    --model=onestep --train_size=3200 --decode_size=1024 --peak_gflops=67000 "$@" \
+    --out=/tmp/bench.json && tr -d '\n ' < /tmp/bench.json >> "$OUT/bench.jsonl" \
+    && echo >> "$OUT/bench.jsonl"
+}
+
+for stage in $STAGES; do
+case $stage in
+env)
+  stamp env
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c 'import sys, jax, jaxlib, flax, optax, numpy, orbax.checkpoint as oc
+from importlib.metadata import version as v
+print(sys.version.split()[0], "jax", jax.__version__, "jaxlib", jaxlib.__version__,
+      "flax", flax.__version__, "optax", optax.__version__, "orbax", v("orbax-checkpoint"),
+      "numpy", numpy.__version__, jax.devices(), jax.default_backend())' ;;
+bench)
+  # Training samples/s for 1 seed and N seeds (vmap / map), both decoder backward paths,
+  # greedy decoding of test_100, compile time, peak GPU memory. ReCopy / OneStepAttn.
+  for args in "--seed_strategy=vmap --decoder_backward=autodiff --vmapped_seeds=5" \
+              "--seed_strategy=map --decoder_backward=autodiff --vmapped_seeds=5" \
+              "--seed_strategy=vmap --decoder_backward=custom --vmapped_seeds=5"; do
+    bench $args
+  done ;;
+bench25)
+  for args in "--seed_strategy=vmap --decoder_backward=autodiff --vmapped_seeds=25" \
+              "--seed_strategy=map --decoder_backward=autodiff --vmapped_seeds=25"; do
+    bench $args
+  done ;;
+
+main)
+  # README command 1's job.
+  stamp main
+  rm -rf /tmp/quick
+  ( time timeout "$(cap 180)" python3 -c "$TRAIN" --config=quick --workdir=/tmp/quick ) 2>&1 \
+    | tee "$OUT/main.txt" | tail -n 25 ;;
+prof)
+  stamp prof
+  rm -rf /tmp/prof
+  timeout "$(cap 90)" python3 experiments/speed/accelerator_profile.py /tmp/prof onestep
+  tar czf "$OUT/prof.tgz" -C /tmp/prof . ;;
+tests)
+  # The model, training, sharding and inference tests on the GPU.
+  stamp tests
+  # SIGINT at the cap: pytest still prints its summary of the failures so far.
+  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda timeout -s INT -k 15 "$(cap 300)" \
+    python3 -m pytest -q -p no:cacheprovider -n 12 -rf --tb=line --durations=20 tests/models_test.py tests/rnn_test.py \
+    tests/attention_test.py tests/tapped_scan_test.py tests/dtype_test.py tests/train_test.py \
+    tests/sharding_test.py tests/predict_test.py tests/partial_evaluation_test.py \
+    tests/transformer_test.py tests/workdir_test.py tests/fidelity_test.py \
+    > "$OUT/tests.txt" 2>&1
+  tail -n 40 "$OUT/tests.txt" ;;
+esac
+done
+stamp done
