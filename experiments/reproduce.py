@@ -15,6 +15,15 @@ from that unit's last epoch checkpoint; a finished unit writes
 The protocol is `experiments/configs/reproduce.py`; any field can be changed
 with --config.<field>=..., and the unit's JSON records the protocol it ran.
 
+--seeds_per_program=K trains up to K seeds of one run (consecutive seeds, none
+of them started yet) in one program, in the workdir `.../<label>/seeds<a>-<b>`;
+each seed still writes its own unit JSON, equal to its single-seed unit up to
+float rounding (a seed's batches, dropout and stopping do not depend on the other
+seeds), with `program` naming the seeds it shared a program with. That pays on an
+accelerator, where the seeds are vmapped (5 seeds for 1.3x the time of one on an
+H100, BUILD_NOTES §4.9); on one CPU the seeds run one after another and it gains
+nothing.
+
 --executor=local trains the units one after another in this process;
 --executor=ray makes each unit a Ray task (`monoloc_jax.cluster`) on a local
 Ray or the cluster at --ray_address. A task whose worker dies is retried and
@@ -155,6 +164,75 @@ def unit_state(unit: grids_lib.Unit, results_dir: pathlib.Path, workdir: pathlib
   return 'todo'
 
 
+def group_units(units: Sequence[grids_lib.Unit], per_program: int, results_dir: pathlib.Path,
+                workdir: pathlib.Path) -> List[List[grids_lib.Unit]]:
+  """`units` as the groups that share a program: up to `per_program` units of one run
+  (grid, task, label) with consecutive seeds, in the order their runs first appear.
+  A unit whose own single-seed workdir has a checkpoint ('partial') stays alone, so
+  that it resumes there."""
+  groups: List[List[grids_lib.Unit]] = []
+  open_group: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
+  for u in units:
+    key = (u.grid, u.task, u.label)
+    alone = per_program == 1 or unit_state(u, results_dir, workdir) == 'partial'
+    g = open_group.get(key)
+    if not alone and g is not None and len(g) < per_program and u.seed == g[-1].seed + 1:
+      g.append(u)
+      continue
+    groups.append([u])
+    if alone:
+      open_group.pop(key, None)
+    else:
+      open_group[key] = groups[-1]
+  return groups
+
+
+def group_path(group: Sequence[grids_lib.Unit], workdir: pathlib.Path) -> pathlib.Path:
+  """The workdir of a group: the unit's own for one unit, `seeds<a>-<b>` for several."""
+  if len(group) == 1:
+    return group[0].path(workdir)
+  return group[0].path(workdir).with_name(f'seeds{group[0].seed}-{group[-1].seed}')
+
+
+def seed_results(results: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
+                 i: int) -> Dict[str, Any]:
+  """The results of seed i of a several-seed run, as its single-seed run reports them:
+  its test metrics, its best dev epoch and accuracy, and its epochs (the epoch at
+  which it stopped early, else the run's last)."""
+  stopped = [h['epoch'] for h in history if h.get('stopped') and h['stopped'][i]]
+  return {
+      'test': {split: {**r, 'per_seed': [r['per_seed'][i]]} for split, r in results['test'].items()},
+      'epochs': stopped[0] if stopped else results['epochs'],
+      'dev': {k: [v[i]] for k, v in results['dev'].items()},
+  }
+
+
+def run_group(group: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
+              workdir: pathlib.Path, data_dirs: DataDirs) -> List[Dict[str, Any]]:
+  """Trains the units of `group` (one run, consecutive seeds) in one program, resuming
+  its workdir, and writes each unit's results JSON; one unit is `run_unit`."""
+  if len(group) == 1:
+    return [run_unit(group[0], base_config, results_dir, workdir, data_dirs)]
+  from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data_dirs.for_task(group[0].task)
+  config = unit_config(base_config, group[0], data_dir)
+  config.seeds = len(group)
+  path = group_path(group, workdir)
+  t0 = time.time()
+  results = train.train_and_evaluate(config, str(path))
+  wall = time.time() - t0
+  history = rundir.read_history(path)
+  records = []
+  for i, u in enumerate(group):
+    record = unit_record(u, unit_config(base_config, u, data_dir), seed_results(results, history, i),
+                         data_dir, wall / len(group))
+    record['program'] = {'seeds': [v.seed for v in group], 'wall_time_s': round(wall, 1)}
+    write_json_atomic(u.path(results_dir, '.json'), record)
+    records.append(record)
+  return records
+
+
 def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workdir: pathlib.Path,
              data_dirs: DataDirs) -> Dict[str, Any]:
   """Trains and evaluates one unit (resuming its workdir) and writes its results JSON."""
@@ -169,35 +247,50 @@ def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workd
 
 
 def run_units_locally(left: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
-                      workdir: pathlib.Path, data_dirs: DataDirs) -> Tuple[List[float], int]:
-  """Trains `left` one after another in this process; returns (wall seconds of the
-  units run, failures).
+                      workdir: pathlib.Path, data_dirs: DataDirs, seeds_per_program: int = 1
+                      ) -> Tuple[List[float], int]:
+  """Trains `left` one after another in this process, up to `seeds_per_program` seeds
+  of a run in one program (`group_units`); returns (wall seconds per unit run,
+  failures).
 
   Several workers may run the same grid at once (e.g. the same command started
   twice): each unit's workdir lock keeps a unit to one worker, and a unit that
   another worker finished meanwhile is not rerun. Both are skipped, not failures.
   """
-  durations, failed = [], 0
-  for i, u in enumerate(left):
-    name = f'{u.grid}/{u.task}/{u.label}/seed{u.seed}'
-    if unit_state(u, results_dir, workdir) == 'done':
-      print(f'[{i + 1}/{len(left)}] {name}: finished by another worker; skipped', flush=True)
-      continue
-    t0 = time.time()
-    try:
-      record = run_unit(u, base_config, results_dir, workdir, data_dirs)
-    except errors.WorkdirInUse:
-      print(f'[{i + 1}/{len(left)}] {name}: in use by another worker; skipped', flush=True)
-      continue
-    except errors.MonolocError as e:
-      failed += 1
-      print(f'[{i + 1}/{len(left)}] {name}: error: {e}', flush=True)
-      continue
-    durations.append(time.time() - t0)
-    remaining = len(left) - i - 1
-    eta = sum(durations) / len(durations) * remaining / 3600
-    print(f"[{i + 1}/{len(left)}] {name}: {_headline(record)}  epochs {record['epochs']}  "
-          f"{durations[-1]:.0f}s; {remaining} left, about {eta:.1f} h", flush=True)
+  durations, failed, n = [], 0, 0
+  for group in group_units(left, seeds_per_program, results_dir, workdir):
+    names = [f'{u.grid}/{u.task}/{u.label}/seed{u.seed}' for u in group]
+    first = n
+    n += len(group)
+    done = [unit_state(u, results_dir, workdir) == 'done' for u in group]
+    for j in (j for j, d in enumerate(done) if d):
+      print(f'[{first + j + 1}/{len(left)}] {names[j]}: finished by another worker; skipped',
+            flush=True)
+    todo = [u for u, d in zip(group, done) if not d]
+    # A group another worker thinned out runs its remaining seeds one by one (a program's
+    # seeds are consecutive).
+    batches = [todo] if len(todo) == len(group) else [[u] for u in todo]
+    for batch in batches:
+      j = first + group.index(batch[0])
+      label = names[group.index(batch[0])] + (f'..{batch[-1].seed}' if len(batch) > 1 else '')
+      t0 = time.time()
+      try:
+        records = run_group(batch, base_config, results_dir, workdir, data_dirs)
+      except errors.WorkdirInUse:
+        print(f'[{j + 1}/{len(left)}] {label}: in use by another worker; skipped', flush=True)
+        continue
+      except errors.MonolocError as e:
+        failed += len(batch)
+        print(f'[{j + 1}/{len(left)}] {label}: error: {e}', flush=True)
+        continue
+      per_unit = (time.time() - t0) / len(batch)
+      durations.extend([per_unit] * len(batch))
+      for k, record in enumerate(records):
+        remaining = len(left) - (j + k) - 1
+        eta = sum(durations) / len(durations) * remaining / 3600
+        print(f"[{j + k + 1}/{len(left)}] {names[group.index(batch[k])]}: {_headline(record)}  "
+              f"epochs {record['epochs']}  {per_unit:.0f}s; {remaining} left, about {eta:.1f} h",
+              flush=True)
   return durations, failed
 
 
@@ -270,6 +363,9 @@ _RAY_TPUS = flags.DEFINE_float('ray_tpus_per_unit', 0.0, 'TPU chips each unit re
                                lower_bound=0.0)
 _RAY_RETRIES = flags.DEFINE_integer('ray_max_retries', 3, 'Times a unit whose worker died is '
                                     'run again (it resumes from its checkpoint).', lower_bound=0)
+_PER_PROGRAM = flags.DEFINE_integer(
+    'seeds_per_program', 1, 'Train up to this many consecutive seeds of a run in one program '
+    '(vmapped on an accelerator; see above). --executor=local only.', lower_bound=1)
 _MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0 = no limit).',
                                   lower_bound=0)
 
@@ -302,6 +398,9 @@ def main(argv) -> None:
   if len(argv) > 1:
     raise errors.MonolocError(f"unexpected arguments {' '.join(argv[1:])!r}")
   ray = ray_options(flags.FLAGS)
+  if ray is not None and _PER_PROGRAM.value > 1:
+    raise errors.MonolocError('--seeds_per_program needs --executor=local (a Ray task trains '
+                              'one unit); valid executors: local')
   logging.set_verbosity(logging.WARNING)
   xla_cache.enable_compilation_cache()
   grids, seeds = grids_lib.parse_grids(_GRID.value), grids_lib.parse_seeds(_SEEDS.value)
@@ -328,7 +427,7 @@ def main(argv) -> None:
     print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
     return
   durations, failed = run_units_locally(left[:_MAX_UNITS.value or None], flags.FLAGS.config,
-                                        results_dir, workdir, data_dirs)
+                                        results_dir, workdir, data_dirs, _PER_PROGRAM.value)
   print(f'finished: {len(durations)} units run, {failed} failed', flush=True)
 
 

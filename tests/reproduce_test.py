@@ -339,6 +339,67 @@ def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys
   assert not busy.path(results, '.json').exists()
 
 
+def test_seeds_of_a_run_group_into_programs_of_consecutive_seeds(tmp_path):
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  todo = grid.units(['table2'], [0, 1, 2, 4])
+  todo = grid.select_runs(todo, 'copy/onestep,copy/mono')
+  partial = grid.Unit('table2', 'copy', 'mono', 1)
+  (partial.path(work) / 'checkpoints').mkdir(parents=True)    # resumes on its own
+  groups = reproduce.group_units(todo, 2, results, work)
+  assert [[(u.label, u.seed) for u in g] for g in groups] == [
+      [('onestep', 0), ('onestep', 1)], [('mono', 0)], [('mono', 1)], [('onestep', 2)],
+      [('mono', 2)], [('onestep', 4)], [('mono', 4)]]
+  assert reproduce.group_path(groups[0], work) == work / 'table2/copy/onestep/seeds0-1'
+  assert reproduce.group_path(groups[1], work) == work / 'table2/copy/mono/seed0'
+  assert [len(g) for g in reproduce.group_units(todo, 1, results, work)] == [1] * len(todo)
+
+
+def test_seeds_per_program_on_ray_is_one_line():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  proc = subprocess.run([sys.executable, str(EXPERIMENTS / 'reproduce.py'), '--executor=ray',
+                         '--seeds_per_program=5', '--dry_run'],
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip() == ('error: --seeds_per_program needs --executor=local (a Ray task '
+                                 'trains one unit); valid executors: local')
+
+
+def test_a_seed_of_a_shared_program_reports_its_own_stop():
+  results = {'epochs': 4, 'dev': {'best_epoch_per_seed': [2, 4], 'best_accuracy_per_seed': [90.0, 80.0]},
+             'test': {'test_15': {'n': 8, 'accuracy': 50.0,
+                                  'per_seed': [{'accuracy': 100.0}, {'accuracy': 0.0}]}}}
+  history = [{'epoch': e, 'stopped': [e == 3, False]} for e in (1, 2, 3, 4)]
+  first, second = (reproduce.seed_results(results, history, i) for i in (0, 1))
+  assert first['epochs'] == 3 and second['epochs'] == 4
+  assert first['dev'] == {'best_epoch_per_seed': [2], 'best_accuracy_per_seed': [90.0]}
+  assert second['test']['test_15']['per_seed'] == [{'accuracy': 0.0}]
+  assert second['test']['test_15']['n'] == 8
+
+
+def test_seeds_trained_in_one_program_write_their_single_seed_units(tmp_path):
+  """Two seeds in one program give each seed the unit JSON its own run gives."""
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=2, train_size=96, eval_size=16, test_splits='test_15',
+              progress=False)
+  units = [grid.Unit('table2', 'copy', 'onestep', s) for s in (0, 1)]
+  alone, shared = tmp_path / 'alone', tmp_path / 'shared'
+  for root, k in ((alone, 1), (shared, 2)):
+    assert reproduce.run_units_locally(units, base, root / 'results', root / 'runs',
+                                       reproduce.DataDirs(), seeds_per_program=k)[1] == 0
+  assert (shared / 'runs/table2/copy/onestep/seeds0-1/checkpoints').exists()
+  assert not (shared / 'runs/table2/copy/onestep/seed0').exists()
+  for u in units:
+    one = json.loads(u.path(alone / 'results', '.json').read_text())
+    two = json.loads(u.path(shared / 'results', '.json').read_text())
+    assert two.pop('program')['seeds'] == [0, 1] and 'program' not in one
+    for key in ('test', 'epochs', 'best_dev_epoch', 'best_dev_accuracy', 'seed', 'protocol'):
+      assert two[key] == one[key], (u.seed, key, one[key], two[key])
+  seed0 = json.loads(units[0].path(alone / 'results', '.json').read_text())
+  seed1 = json.loads(units[1].path(alone / 'results', '.json').read_text())
+  assert seed0['best_dev_accuracy'] != seed1['best_dev_accuracy'] or seed0['test'] != seed1['test']
+
+
 def test_data_dirs_for_tasks():
   dirs = reproduce.DataDirs(scan='/d/scan', lookup='/d/lookup', cfq='')
   assert dirs.for_task('scan_length') == ('/d/scan', None)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The accelerator checks (BUILD_NOTES §4.9), as one script for a lent GPU machine.
 #
-#   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25]
+#   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25 grid]
 #
 # Expects jax with CUDA, flax, optax and orbax installed; wheels of the other
 # dependencies (ml_collections, editdistance, tensorboardX) in .whl/ if missing.
@@ -10,6 +10,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
 STAGES=${*:-env bench main tests prof bench25}
+# The grid stage's runs and seeds (one program per run: --seeds_per_program).
+GRID=${GRID:-table2_authors}
+GRID_RUNS=${GRID_RUNS:-copy/mono.authors,reverse_copy/onestep.authors}
+GRID_SEEDS=${GRID_SEEDS:-0,1,2}
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 if [ -d .whl ] && ! python3 -c 'import ml_collections, editdistance, tensorboardX' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -77,6 +81,14 @@ tests)
     tests/transformer_test.py tests/workdir_test.py tests/fidelity_test.py \
     > "$OUT/tests.txt" 2>&1
   tail -n 40 "$OUT/tests.txt" ;;
+grid)
+  # Real grid units on the GPU, each run's seeds in one vmapped program; the unit JSONs
+  # (backend recorded) come back as grid_results.tgz, to unpack into results/.
+  stamp grid "$GRID" "$GRID_RUNS" "$GRID_SEEDS"
+  timeout -s INT "$(cap 480)" python3 experiments/reproduce.py --grid="$GRID" \
+    --runs="$GRID_RUNS" --seeds="$GRID_SEEDS" --seeds_per_program=5 \
+    --workdir=/tmp/gridruns --results_dir=/tmp/gridresults 2>&1 | grep -v "^epoch" | tail -n 30
+  tar czf "$OUT/grid_results.tgz" -C /tmp/gridresults . ;;
 esac
 done
 stamp done
