@@ -40,7 +40,10 @@ __all__ = ['MATMUL_PRECISIONS', 'DEFAULT', 'of', 'traced_under']
 def of(config) -> str:
   """config.matmul_precision ('highest' when absent, as in runs written before the
   field existed); a one-line MonolocError naming the choices for an unknown name."""
-  name = config.get('matmul_precision', DEFAULT)
+  return _checked(config.get('matmul_precision', DEFAULT))
+
+
+def _checked(name: str) -> str:
   if name not in MATMUL_PRECISIONS:
     raise errors.unknown_name('matmul_precision', name, MATMUL_PRECISIONS)
   return name
@@ -49,8 +52,7 @@ def of(config) -> str:
 def traced_under(fn: Callable, precision: str = DEFAULT) -> Callable:
   """fn, traced under `jax.default_matmul_precision(precision)`: wrap a function
   before `jax.jit` (or vmap) so every product of the program runs at `precision`."""
-  if precision not in MATMUL_PRECISIONS:
-    raise errors.unknown_name('matmul_precision', precision, MATMUL_PRECISIONS)
+  _checked(precision)
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
