@@ -31,6 +31,7 @@ import logging as std_logging
 import pathlib
 import shutil
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 from absl import logging
@@ -134,13 +135,25 @@ def _quiet_orbax_workers() -> Iterator[None]:
   try:
     yield
   except BaseException:
-    for thread in set(threading.enumerate()) - before:
-      if thread.ident != caller and not isinstance(
-          thread, threading._DummyThread):  # pylint: disable=protected-access
-        thread.join(_WORKER_JOIN_S)
+    _join_new_threads(before, caller, time.monotonic() + _WORKER_JOIN_S)
     raise
   finally:
     logger.removeFilter(keep)
+
+
+def _join_new_threads(before: set, caller: int, deadline: float) -> None:
+  """Waits (until `deadline`, a `time.monotonic()`) for every thread started since
+  `before`, and for those they start in turn. `threading.Thread.join` itself is
+  called: orbax's threads override `join` to raise their failure, which would end
+  the wait at the first one and leave the others to log after the filter is gone."""
+  while True:
+    workers = [t for t in threading.enumerate()
+               if t not in before and t.ident != caller
+               and not isinstance(t, threading._DummyThread)]  # pylint: disable=protected-access
+    if not workers or time.monotonic() >= deadline:
+      return
+    for thread in workers:
+      threading.Thread.join(thread, max(0.0, deadline - time.monotonic()))
 
 
 def _host_copy(tree):

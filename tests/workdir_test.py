@@ -342,6 +342,54 @@ def test_a_failed_write_is_raised_after_the_others_and_nothing_else_is_printed(
   assert ckpt.steps() == [2]
 
 
+def test_worker_threads_that_raise_from_join_or_start_late_are_still_held_back(
+    monkeypatch):
+  """The race behind a full disk printing orbax's tracebacks after the one line:
+  orbax's threads raise their failure from `join`, and one worker may start another.
+  Here a worker whose `join` raises starts a second worker, which logs after the
+  caller has failed; that record is held back too (the caller waits for both)."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  import logging as std_logging  # pylint: disable=g-import-not-at-top
+  import threading  # pylint: disable=g-import-not-at-top
+  # Records logged from this file count as orbax's.
+  monkeypatch.setattr(checkpointing, '_ORBAX_DIR', str(pathlib.Path(__file__).parent))
+  seen = []
+
+  class Capture(std_logging.Handler):
+    def emit(self, record):
+      seen.append(record.getMessage())
+
+  class RaisingJoin(threading.Thread):       # as orbax's _SignalingThread
+    def join(self, timeout=None):
+      super().join(timeout)
+      raise ValueError('the worker failed')
+
+  def late():
+    time.sleep(0.3)
+    absl_logging.error('a worker logs the failure again')
+
+  started = []
+
+  def first():
+    time.sleep(0.2)
+    started.append(threading.Thread(target=late))
+    started[0].start()
+
+  handler = Capture()
+  std_logging.getLogger('absl').addHandler(handler)
+  try:
+    with pytest.raises(ValueError, match='the caller failed'):
+      with checkpointing._quiet_orbax_workers():  # pylint: disable=protected-access
+        RaisingJoin(target=first).start()
+        raise ValueError('the caller failed')
+    assert started and not started[0].is_alive()     # waited for, not only started
+    assert seen == []
+    absl_logging.error('after the save, orbax logs as usual')   # the filter is gone
+    assert seen == ['after the save, orbax logs as usual']
+  finally:
+    std_logging.getLogger('absl').removeHandler(handler)
+
+
 def _disk_kib(path) -> int:
   """What the files under `path` take on a file system of 4 KiB blocks, in KiB."""
   return sum(-(-p.stat().st_size // 4096) * 4 + 4
