@@ -13,7 +13,7 @@ import pathlib
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -40,6 +40,28 @@ TASK_NAMES = {'copy': 'Copy', 'reverse_copy': 'Reverse Copy', 'lookup': 'Lookup'
               'cfq_length': 'CFQ (length split)'}
 LENGTH_OF = {'test_15': '15', 'test_30': '30', 'test_100': '100', 'test_long1': '7',
              'test_long3': '9', 'test_long5': '11', 'test': ''}
+
+
+class Protocol(NamedTuple):
+  """The training procedure whose units the report's Tables 2, 4 and 6 show.
+
+  grids: table name -> the grid its units come from; tag: the label suffix of those
+  units (the grid's variant label plus `tag`).
+  """
+  name: str
+  grids: Mapping[str, str]
+  tag: str
+
+
+PROTOCOLS: Mapping[str, Protocol] = {
+    'library': Protocol('library', {'table2': 'table2', 'table4': 'table4',
+                                    'table6': 'table6'}, ''),
+    'authors': Protocol('authors', {'table2': 'table2_authors', 'table4': 'table4_authors',
+                                    'table6': 'table6_authors'}, '.authors'),
+}
+# The reproduction protocol of the main tables (Fidelity II: chosen by evidence, see
+# results/NOTES.md). The other procedure's runs stay in "Two training procedures".
+PROTOCOL = 'library'
 
 
 def splits_of(task: str) -> Tuple[str, ...]:
@@ -130,11 +152,14 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
           f"{', '.join(commits)}. The paper: at most 100 epochs, patience 50, 5 seeds.")
 
 
-def table2(results, paper) -> Tuple[List[str], List[str], int, int]:
-  """The Table 2 section, the disagreement lines, and (agreeing, compared) cell counts."""
+def table2(results, paper, protocol: Protocol = PROTOCOLS[PROTOCOL]
+           ) -> Tuple[List[str], List[str], int, int]:
+  """The Table 2 section, the disagreement lines, and (agreeing, compared) cell counts,
+  from the units of `protocol`."""
   lines, disagreements = [], []
   agree = compared = 0
-  records_all = [r for (g, _, _), rs in results.items() if g == 'table2' for r in rs]
+  grid_name = protocol.grids['table2']
+  records_all = [r for (g, _, _), rs in results.items() if g == grid_name for r in rs]
   lines += ['## Table 2: sequence accuracy (%) by length, ours vs the paper', '',
             _protocol(records_all), '',
             f'Ours: the median over seeds, per-seed values in brackets. Marks: S = solved '
@@ -149,7 +174,7 @@ def table2(results, paper) -> Tuple[List[str], List[str], int, int]:
                  f'agree {LENGTH_OF[splits[2]]} | epochs |')
     lines.append('|' + '---|' * (2 + 2 * len(splits) + 3))
     for variant in grids_lib.TABLE2_VARIANTS:
-      records = results.get(('table2', task, variant), [])
+      records = results.get((grid_name, task, variant + protocol.tag), [])
       cells, agrees = [], []
       for k, split in enumerate(splits):
         ref = paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[split]}'))
@@ -172,7 +197,7 @@ def table2(results, paper) -> Tuple[List[str], List[str], int, int]:
               disagreements.append(
                   f'- {TASK_NAMES[task]} / {variant}, length {LENGTH_OF[split]}: ours '
                   f'{_fmt(med)} ({mark(med)}), paper {ref} ({mark(float(ref))}); per-unit '
-                  f'results in `results/table2/{task}/{variant}/seed{{{seeds}}}.json`.')
+                  f'results in `results/{grid_name}/{task}/{variant}{protocol.tag}/seed{{{seeds}}}.json`.')
           else:
             agrees.append('–')
       epochs = ', '.join(str(r['epochs']) for r in records) if records else '–'
@@ -399,7 +424,9 @@ def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
   return lines + ['', *[f'- {note}' for note in item.get('notes', [])], '']
 
 
-def other_table(results, name: str, title: str, task_list, variant_list) -> List[str]:
+def other_table(results, name: str, title: str, task_list, variant_list,
+                tag: str = '') -> List[str]:
+  """A table of grid `name`'s units labelled variant + `tag`."""
   records_all = [r for (g, _, _), rs in results.items() if g == name for r in rs]
   lines = [f'## {title}', '', _protocol(records_all), '',
            'Median sequence accuracy (%) over seeds / mean edit distance (tokens), per length.',
@@ -410,7 +437,7 @@ def other_table(results, name: str, title: str, task_list, variant_list) -> List
               '| variant | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits) + ' |',
               '|' + '---|' * (2 + len(splits))]
     for variant in variant_list:
-      records = results.get((name, task, variant), [])
+      records = results.get((name, task, variant + tag), [])
       if records:
         cells = []
         for split in splits:
@@ -616,10 +643,12 @@ def missing(results) -> List[str]:
   return lines + ['']
 
 
-def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
+def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
+           protocol: Protocol = PROTOCOLS[PROTOCOL]) -> str:
+  """REPRODUCTION.md: Tables 2, 4 and 6 from `protocol`'s units, the rest as named."""
   results = load_results(results_dir)
   paper = read_paper(paper_path)
-  t2, disagreements, _, _ = table2(results, paper)
+  t2, disagreements, _, _ = table2(results, paper, protocol)
   out = ['# Reproduction of Ray Chowdhury & Caragea (ICML 2023) with monoloc_jax', '',
          'Generated by `python experiments/report.py` from `results/` (one JSON per unit: one '
          'seed of one task × variant run); do not edit by hand. The runs come from '
@@ -634,10 +663,10 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER) -> str:
   out += ([notes.read_text(encoding='utf-8').rstrip(), ''] if notes.exists()
           else ['_No notes yet (results/NOTES.md)._', ''])
   out += table3(results, paper)
-  out += other_table(results, 'table4', 'Table 4: OneStepAttn ablations', grids_lib.TABLE2_TASKS,
-                     grids_lib.TABLE4_VARIANTS)
-  out += other_table(results, 'table6', 'Table 6: DeDupe and PosRetrieve', ('dedupe', 'posretrieve'),
-                     grids_lib.TABLE2_VARIANTS)
+  out += other_table(results, protocol.grids['table4'], 'Table 4: OneStepAttn ablations',
+                     grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, protocol.tag)
+  out += other_table(results, protocol.grids['table6'], 'Table 6: DeDupe and PosRetrieve',
+                     ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, protocol.tag)
   out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)

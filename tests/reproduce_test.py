@@ -161,6 +161,27 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert 'at most 30 epochs' in text and 'the full dev split' in text
 
 
+def test_report_tables_follow_the_chosen_protocol(fixture_results):
+  """Tables 2, 4 and 6 read the chosen procedure's units (`report.PROTOCOLS`); the
+  library's stay the default until the protocol is chosen."""
+  write(fixture_results, record('table2_authors', 'recopy', 'mono.authors', 0,
+                                {'test_15': 100.0, 'test_30': 99.0, 'test_100': 20.0},
+                                epochs=100))
+  library = report.render(fixture_results)
+  assert library == report.render(fixture_results, protocol=report.PROTOCOLS['library'])
+  authors = report.render(fixture_results, protocol=report.PROTOCOLS['authors'])
+  # Table 2, ReCopy / mono: the library's failing seed, or the authors' procedure's seed.
+  assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in library
+  assert '| mono | 1 | 100.0 S [100.0] | 100 S | 99.0 S [99.0] | 100 S | 20.0 F [20.0] | ' \
+         '100 S | yes | **no** | 100 |' in authors
+  assert ('- ReCopy / mono, length 100: ours 20.0 (failed), paper 100 (solved); per-unit '
+          'results in `results/table2_authors/recopy/mono.authors/seed{0}.json`.') in authors
+  assert '| onestep | 0 | not run |' in authors                  # Copy: no authors' unit
+  # Table 6, DeDupe / onestep.
+  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in library
+  assert '| onestep | 1 | 100.0 / 0.50 | 99.5 / 0.50 | 80.0 / 0.50 |' in authors
+
+
 def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results):
   text = report.render(fixture_results)
   assert "### The authors' code, run on this machine" in text
