@@ -42,22 +42,28 @@ LENGTH_OF = {'test_15': '15', 'test_30': '30', 'test_100': '100', 'test_long1': 
              'test_long3': '9', 'test_long5': '11', 'test': ''}
 
 
+# Tables 2, 4 and 6: the grid of the library's procedure and of the authors'.
+PROCEDURE_GRIDS = (('table2', 'table2_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE2_VARIANTS),
+                   ('table4', 'table4_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS),
+                   ('table6', 'table6_authors', ('dedupe', 'posretrieve'),
+                    grids_lib.TABLE2_VARIANTS))
+# The label tag of a unit trained under the authors' procedure (`recipes.AUTHORS_CODE`).
+AUTHORS_TAG = '.authors'
+
+
 class Protocol(NamedTuple):
   """The training procedure whose units the report's Tables 2, 4 and 6 show.
 
   grids: table name -> the grid its units come from; tag: the label suffix of those
   units (the grid's variant label plus `tag`).
   """
-  name: str
   grids: Mapping[str, str]
   tag: str
 
 
 PROTOCOLS: Mapping[str, Protocol] = {
-    'library': Protocol('library', {'table2': 'table2', 'table4': 'table4',
-                                    'table6': 'table6'}, ''),
-    'authors': Protocol('authors', {'table2': 'table2_authors', 'table4': 'table4_authors',
-                                    'table6': 'table6_authors'}, '.authors'),
+    'library': Protocol({base: base for base, *_ in PROCEDURE_GRIDS}, ''),
+    'authors': Protocol({base: grid for base, grid, *_ in PROCEDURE_GRIDS}, AUTHORS_TAG),
 }
 # The reproduction protocol of the main tables (Fidelity II: chosen by evidence, see
 # results/NOTES.md). The other procedure's runs stay in "Two training procedures".
@@ -197,7 +203,8 @@ def table2(results, paper, protocol: Protocol = PROTOCOLS[PROTOCOL]
               disagreements.append(
                   f'- {TASK_NAMES[task]} / {variant}, length {LENGTH_OF[split]}: ours '
                   f'{_fmt(med)} ({mark(med)}), paper {ref} ({mark(float(ref))}); per-unit '
-                  f'results in `results/{grid_name}/{task}/{variant}{protocol.tag}/seed{{{seeds}}}.json`.')
+                  f'results in `results/{grid_name}/{task}/{variant}{protocol.tag}/'
+                  f'seed{{{seeds}}}.json`.')
           else:
             agrees.append('–')
       epochs = ', '.join(str(r['epochs']) for r in records) if records else '–'
@@ -408,7 +415,7 @@ def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
     lines.append(f"| authors' code | {run['budget']} | {len(seeds)} | {' | '.join(cells)} | "
                  f"{', '.join(str(s['best_dev_epoch']) for s in seeds)} | "
                  f"{', '.join(str(s['epochs_run']) for s in seeds)} |")
-  for grid_name, setup in ((base, label), (f'{base}_authors', f'{label}.authors')):
+  for grid_name, setup in ((base, label), (f'{base}_authors', label + AUTHORS_TAG)):
     records = results.get((grid_name, task, setup), [])
     if not records:
       lines.append(f"| ours: {grid_name} | {setup} | 0 | "
@@ -520,11 +527,6 @@ def table2_explain(results, paper) -> List[str]:
   return lines
 
 
-# Tables 2, 4 and 6: the grid of the library's procedure and of the authors'.
-PROCEDURE_GRIDS = (('table2', 'table2_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE2_VARIANTS),
-                   ('table4', 'table4_authors', grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS),
-                   ('table6', 'table6_authors', ('dedupe', 'posretrieve'),
-                    grids_lib.TABLE2_VARIANTS))
 
 
 def procedures(results, paper) -> List[str]:
@@ -545,7 +547,7 @@ def procedures(results, paper) -> List[str]:
   for base, grid_name, task_list, variant_list in PROCEDURE_GRIDS:
     for task in task_list:
       rows = [(base, v) for v in variant_list
-              if results.get((grid_name, task, f'{v}.authors'))]
+              if results.get((grid_name, task, v + AUTHORS_TAG))]
       if not rows:
         continue
       shown += len(rows)
@@ -556,7 +558,7 @@ def procedures(results, paper) -> List[str]:
                                  for s in splits_of(task)) for v, in [(r[1],) for r in rows])
         lines += [f"The paper, lengths {' / '.join(LENGTH_OF[s] for s in splits_of(task))}: "
                   f'{paper_row}.', '']
-      pairs = [row for b, v in rows for row in ((b, v), (grid_name, f'{v}.authors'))]
+      pairs = [row for b, v in rows for row in ((b, v), (grid_name, v + AUTHORS_TAG))]
       lines += _setup_table(results, task, pairs) + ['']
   if not shown:
     lines += ["_No unit has run under the authors' procedure yet._", '']
