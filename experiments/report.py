@@ -55,19 +55,66 @@ class Protocol(NamedTuple):
   """The training procedure whose units the report's Tables 2, 4 and 6 show.
 
   grids: table name -> the grid its units come from; tag: the label suffix of those
-  units (the grid's variant label plus `tag`).
+  units (the grid's variant label plus `tag`); title: the procedure's name in prose.
   """
   grids: Mapping[str, str]
   tag: str
+  title: str
 
 
 PROTOCOLS: Mapping[str, Protocol] = {
-    'library': Protocol({base: base for base, *_ in PROCEDURE_GRIDS}, ''),
-    'authors': Protocol({base: grid for base, grid, *_ in PROCEDURE_GRIDS}, AUTHORS_TAG),
+    'library': Protocol({base: base for base, *_ in PROCEDURE_GRIDS}, '', "the library's"),
+    'authors': Protocol({base: grid for base, grid, *_ in PROCEDURE_GRIDS}, AUTHORS_TAG,
+                        "the authors'"),
 }
-# The reproduction protocol of the main tables (Fidelity II: chosen by evidence, see
-# results/NOTES.md). The other procedure's runs stay in "Two training procedures".
-PROTOCOL = 'library'
+# The reproduction protocol of Tables 2, 4 and 6, chosen by evidence (results/NOTES.md,
+# "Choosing the protocol"). A table shows the chosen procedure's units once every one of
+# them (seeds 0-2) is in, and the INTERIM procedure's until then; the other procedure's
+# runs stay in "Two training procedures".
+PROTOCOL = 'authors'
+INTERIM = 'library'
+MAIN_TABLES = tuple(base for base, *_ in PROCEDURE_GRIDS)
+
+
+def _have(results) -> set:
+  return {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
+
+
+def grid_progress(results, grid_name: str) -> Tuple[int, int]:
+  """(units with results, units expected) of grid `grid_name` (`grid.expected_units`)."""
+  have = _have(results)
+  expected = [u for u in grids_lib.expected_units(cfq=False) if u.grid == grid_name]
+  return sum((u.grid, u.task, u.label, u.seed) in have for u in expected), len(expected)
+
+
+def shown_protocols(results, chosen: Protocol = PROTOCOLS[PROTOCOL],
+                    interim: Protocol = PROTOCOLS[INTERIM]) -> Dict[str, Protocol]:
+  """Per main table, the procedure whose units it shows: `chosen` once all of that
+  table's units under it are in, else `interim`."""
+  shown = {}
+  for table in MAIN_TABLES:
+    done, expected = grid_progress(results, chosen.grids[table])
+    shown[table] = chosen if done == expected else interim
+  return shown
+
+
+def protocol_section(results, chosen_name: str, shown: Mapping[str, Protocol]) -> List[str]:
+  """Which procedure is the protocol, and which one each main table shows now."""
+  chosen = PROTOCOLS[chosen_name]
+  lines = ['## The protocol', '',
+           f"Tables 2, 4 and 6 are reproduced under **{chosen.title}** training procedure "
+           '(README, "Two training procedures"), chosen by the evidence in results/NOTES.md '
+           '("Choosing the protocol", below). A table shows its units once all of them '
+           '(seeds 0, 1 and 2 of every run) are in; until then it shows the other procedure\'s '
+           'units, and "Two training procedures" sets every unit that has run under both side '
+           'by side.', '',
+           '| table | grid under the protocol | units in | the table shows now |',
+           '|---|---|---|---|']
+  for table in MAIN_TABLES:
+    done, expected = grid_progress(results, chosen.grids[table])
+    lines.append(f"| {table[5:]} | `{chosen.grids[table]}` | {done} of {expected} | "
+                 f"{shown[table].title} procedure (`{shown[table].grids[table]}`) |")
+  return lines + ['']
 
 
 def splits_of(task: str) -> Tuple[str, ...]:
@@ -158,8 +205,7 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
           f"{', '.join(commits)}. The paper: at most 100 epochs, patience 50, 5 seeds.")
 
 
-def table2(results, paper, protocol: Protocol = PROTOCOLS[PROTOCOL]
-           ) -> Tuple[List[str], List[str], int, int]:
+def table2(results, paper, protocol: Protocol) -> Tuple[List[str], List[str], int, int]:
   """The Table 2 section, the disagreement lines, and (agreeing, compared) cell counts,
   from the units of `protocol`."""
   lines, disagreements = [], []
@@ -626,7 +672,7 @@ def transformer_grid(results) -> List[str]:
 
 
 def missing(results) -> List[str]:
-  have = {(g, t, l, r['seed']) for (g, t, l), rs in results.items() for r in rs}
+  have = _have(results)
   lines = ['## Missing units', '',
            'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of '
            f"{', '.join(f'`{g}`' for g in grids_lib.SEEDS_1_2_GRIDS)} (CFQ units only where "
@@ -646,16 +692,19 @@ def missing(results) -> List[str]:
 
 
 def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
-           protocol: Protocol = PROTOCOLS[PROTOCOL]) -> str:
-  """REPRODUCTION.md: Tables 2, 4 and 6 from `protocol`'s units, the rest as named."""
+           protocol: str = PROTOCOL, interim: str = INTERIM) -> str:
+  """REPRODUCTION.md: Tables 2, 4 and 6 from `protocol`'s units (per table, `interim`'s
+  until that table's units are all in), the rest as named."""
   results = load_results(results_dir)
   paper = read_paper(paper_path)
-  t2, disagreements, _, _ = table2(results, paper, protocol)
+  shown = shown_protocols(results, PROTOCOLS[protocol], PROTOCOLS[interim])
+  t2, disagreements, _, _ = table2(results, paper, shown['table2'])
   out = ['# Reproduction of Ray Chowdhury & Caragea (ICML 2023) with monoloc_jax', '',
          'Generated by `python experiments/report.py` from `results/` (one JSON per unit: one '
          'seed of one task × variant run); do not edit by hand. The runs come from '
          '`python experiments/reproduce.py` (see README.md). Paper numbers: '
          '`experiments/data/paper_results.md` (Tables 2 and 3 of the paper).', '']
+  out += protocol_section(results, protocol, shown)
   out += t2
   out += ['## Table 2 disagreements', '']
   out += disagreements or ['None among the cells that have run.']
@@ -665,10 +714,10 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
   out += ([notes.read_text(encoding='utf-8').rstrip(), ''] if notes.exists()
           else ['_No notes yet (results/NOTES.md)._', ''])
   out += table3(results, paper)
-  out += other_table(results, protocol.grids['table4'], 'Table 4: OneStepAttn ablations',
-                     grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, protocol.tag)
-  out += other_table(results, protocol.grids['table6'], 'Table 6: DeDupe and PosRetrieve',
-                     ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, protocol.tag)
+  out += other_table(results, shown['table4'].grids['table4'], 'Table 4: OneStepAttn ablations',
+                     grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, shown['table4'].tag)
+  out += other_table(results, shown['table6'].grids['table6'], 'Table 6: DeDupe and PosRetrieve',
+                     ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, shown['table6'].tag)
   out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)

@@ -162,24 +162,36 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
 
 
 def test_report_tables_follow_the_chosen_protocol(fixture_results):
-  """Tables 2, 4 and 6 read the chosen procedure's units (`report.PROTOCOLS`); the
-  library's stay the default until the protocol is chosen."""
+  """Tables 2, 4 and 6 show the chosen procedure's units (`report.PROTOCOL`) once all of a
+  table's units are in, and the interim procedure's until then."""
   write(fixture_results, record('table2_authors', 'recopy', 'mono.authors', 0,
                                 {'test_15': 100.0, 'test_30': 99.0, 'test_100': 20.0},
                                 epochs=100))
-  library = report.render(fixture_results)
-  assert library == report.render(fixture_results, protocol=report.PROTOCOLS['library'])
-  authors = report.render(fixture_results, protocol=report.PROTOCOLS['authors'])
-  # Table 2, ReCopy / mono: the library's failing seed, or the authors' procedure's seed.
-  assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in library
+  text = report.render(fixture_results)
+  assert report.PROTOCOL == 'authors' and report.INTERIM == 'library'
+  assert "| 2 | `table2_authors` | 1 of 144 | the library's procedure (`table2`) |" in text
+  assert "| 6 | `table6_authors` | 1 of 36 | the library's procedure (`table6`) |" in text
+  # Table 2, ReCopy / mono: the library's failing seed while the authors' grid is partial.
+  assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in text
+  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text   # Table 6
+  # Forced onto the partial authors' grid: its seed, its disagreement, its gaps.
+  authors = report.render(fixture_results, interim='authors')
   assert '| mono | 1 | 100.0 S [100.0] | 100 S | 99.0 S [99.0] | 100 S | 20.0 F [20.0] | ' \
          '100 S | yes | **no** | 100 |' in authors
   assert ('- ReCopy / mono, length 100: ours 20.0 (failed), paper 100 (solved); per-unit '
           'results in `results/table2_authors/recopy/mono.authors/seed{0}.json`.') in authors
   assert '| onestep | 0 | not run |' in authors                  # Copy: no authors' unit
-  # Table 6, DeDupe / onestep.
-  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in library
   assert '| onestep | 1 | 100.0 / 0.50 | 99.5 / 0.50 | 80.0 / 0.50 |' in authors
+  # Every Table 6 unit in under the authors' procedure: Table 6 switches, Table 2 does not.
+  for u in grid.expected_units():
+    if u.grid == 'table6_authors' and (u.task, u.label, u.seed) != ('dedupe', 'onestep.authors', 0):
+      write(fixture_results, record(u.grid, u.task, u.label, u.seed,
+                                    {'test_15': 90.0, 'test_30': 60.0, 'test_100': 30.0}))
+  text = report.render(fixture_results)
+  assert "| 6 | `table6_authors` | 36 of 36 | the authors' procedure (`table6_authors`) |" in text
+  assert '| onestep | 3 | 90.0 / 0.17 | 60.0 / 0.17 | 30.0 / 0.17 |' in text
+  assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in text
+  assert report.render(fixture_results, protocol='library') != text
 
 
 def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results):
