@@ -25,7 +25,7 @@ from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-impor
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PAPER = pathlib.Path(__file__).resolve().parent / 'data' / 'paper_results.md'
 
-SOLVED, FAILED = 90.0, 50.0
+SOLVED, FAILED = grids_lib.SOLVED, grids_lib.FAILED
 # Paper column headers per task, and the paper's length of each split.
 PAPER_COLUMNS = {'copy': 'Copy', 'reverse_copy': 'RevCopy', 'lookup': 'Lookup',
                  'reverse_lookup': 'RevLookup', 'recopy': 'ReCopy',
@@ -122,8 +122,7 @@ def splits_of(task: str) -> Tuple[str, ...]:
   return tasks.get(task).paper_splits
 
 
-def mark(acc: float) -> str:
-  return 'solved' if acc >= SOLVED else ('failed' if acc <= FAILED else 'partial')
+mark = grids_lib.mark
 
 
 def read_paper(path: pathlib.Path = PAPER) -> Dict[Tuple[str, str], str]:

@@ -368,6 +368,33 @@ _PER_PROGRAM = flags.DEFINE_integer(
     '(vmapped on an accelerator; see above). --executor=local only.', lower_bound=1)
 _MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0 = no limit).',
                                   lower_bound=0)
+_SPLIT_ONLY = flags.DEFINE_bool(
+    'split_runs_only', False, 'Only runs whose seeds 0, 1 and 2 are all finished and disagree '
+    'on the solved / partial / failed mark at a compared length (a median within one seed of '
+    'flipping; grid.split_run), e.g. with --seeds=3,4.')
+
+
+def split_runs_only(todo: Sequence[grids_lib.Unit], results_dir: pathlib.Path
+                    ) -> List[grids_lib.Unit]:
+  """The units of `todo` whose run is split (`grid.split_run`) by its finished seeds 0-2
+  in `results_dir`; a run without all three is not split yet."""
+  decided: Dict[Tuple[str, str, str], bool] = {}
+  for u in todo:
+    key = (u.grid, u.task, u.label)
+    if key not in decided:
+      paths = [dataclasses.replace(u, seed=k).path(results_dir, '.json') for k in (0, 1, 2)]
+      decided[key] = all(p.exists() for p in paths) and grids_lib.split_run(
+          u.task, [_unit_test_results(p) for p in paths])
+  return [u for u in todo if decided[(u.grid, u.task, u.label)]]
+
+
+def _unit_test_results(path: pathlib.Path) -> Mapping[str, Mapping[str, float]]:
+  """The `test` dict of a finished unit's JSON; a damaged file is one clear error."""
+  try:
+    return json.loads(path.read_text(encoding='utf-8'))['test']
+  except (ValueError, KeyError, TypeError) as e:
+    raise errors.MonolocError(f'the unit result {path} is damaged ({type(e).__name__}: {e}); '
+                              'move it away to rerun that unit') from None
 
 
 def _headline(record: Mapping[str, Any]) -> str:
@@ -407,6 +434,10 @@ def main(argv) -> None:
   results_dir, workdir = pathlib.Path(_RESULTS.value), pathlib.Path(_WORKDIR.value)
   data_dirs = DataDirs(_SCAN.value, _LOOKUP.value, _CFQ.value)
   todo = grids_lib.select_runs(grids_lib.units(grids, seeds, cfq=bool(_CFQ.value)), _RUNS.value)
+  if _SPLIT_ONLY.value:
+    todo = split_runs_only(todo, results_dir)
+    print(f"{len({(u.grid, u.task, u.label) for u in todo})} split runs (seeds 0-2 disagree "
+          'on a mark)', flush=True)
   if _DRY.value:
     for u in todo:
       _, why = data_dirs.for_task(u.task)

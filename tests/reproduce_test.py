@@ -330,6 +330,37 @@ def test_grid_and_seed_flags_give_one_line_errors():
   assert grid.parse_seeds('1,2') == [1, 2]
 
 
+def test_runs_whose_first_three_seeds_disagree_get_seeds_3_and_4(tmp_path):
+  """--split_runs_only keeps a run exactly when its seeds 0-2 are all in and their marks
+  (solved >= 90, failed <= 50) differ at a compared length (30 or 100; Lookup 9 or 11)."""
+  results = tmp_path / 'results'
+  runs = {  # (task, label): accuracies of seeds 0-2 at the three paper lengths
+      ('copy', 'onestep'): [(100, 100, 100), (100, 100, 100), (100, 100, 40)],     # split at 100
+      ('copy', 'mono'): [(100, 100, 99), (100, 95, 91), (100, 90, 90)],           # all solved
+      ('copy', 'content'): [(100, 0, 0), (40, 10, 0), (95, 50, 0)],               # all failed
+      ('reverse_copy', 'onestep'): [(100, 100, 100), (100, 100, 100)],            # seed 2 missing
+      ('recopy', 'mono'): [(0, 0, 0), (100, 100, 100), (100, 100, 100)],          # split
+      ('lookup', 'onestep'): [(40, 100, 100), (100, 100, 100), (100, 100, 100)],  # split at 7 only
+  }
+  for (task, label), per_seed in runs.items():
+    splits = grid.tasks.get(task).paper_splits
+    for seed, accs in enumerate(per_seed):
+      write(results, record('table2_authors', task, label + '.authors', seed,
+                            dict(zip(splits, map(float, accs)))))
+  todo = grid.units(['table2_authors'], list(grid.SPLIT_RUN_SEEDS))
+  kept = reproduce.split_runs_only(todo, results)
+  assert [(u.task, u.label, u.seed) for u in kept] == [
+      ('copy', 'onestep.authors', 3), ('recopy', 'mono.authors', 3),
+      ('copy', 'onestep.authors', 4), ('recopy', 'mono.authors', 4)]
+  assert grid.compared_splits('lookup') == ('test_long3', 'test_long5')
+  with pytest.raises(ValueError, match='seeds 0, 1 and 2'):
+    grid.split_run('copy', [])
+  (results / 'table2_authors/copy/onestep.authors/seed1.json').write_text('{"test": ')
+  with pytest.raises(errors.MonolocError, match='table2_authors/copy/onestep.authors/seed1.json '
+                     'is damaged .*; move it away to rerun that unit'):
+    reproduce.split_runs_only(todo, results)
+
+
 def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
   base = default.get_config()
