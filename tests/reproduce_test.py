@@ -167,6 +167,16 @@ def test_report_tables_follow_the_chosen_protocol(fixture_results):
   write(fixture_results, record('table2_authors', 'recopy', 'mono.authors', 0,
                                 {'test_15': 100.0, 'test_30': 99.0, 'test_100': 20.0},
                                 epochs=100))
+  code = fixture_results / 'authors_code' / 'recopy' / 'mono.json'
+  code.parent.mkdir(parents=True)
+  code.write_text(json.dumps({
+      'task': 'recopy', 'label': 'mono', 'model': 'BiGRU_Mono', 'command': 'python train.py',
+      'source': {'repo': 'owner/repo', 'commit': '0123456789abcdef', 'torch': '2.0',
+                 'device': 'CPU'}, 'changes': 'none.',
+      'runs': [{'budget': '100 epochs, patience 50 (the paper\'s)', 'seeds': [
+          {'seed': s, 'best_dev_epoch': 50, 'epochs_run': 100,
+           'test': {'test_15': 100.0, 'test_30': a, 'test_100': a}}
+          for s, a in enumerate([100.0, 0.0])]}]}))
   text = report.render(fixture_results)
   assert report.PROTOCOL == 'authors' and report.INTERIM == 'library'
   assert "| 2 | `table2_authors` | 1 of 144 | the library's procedure (`table2`) |" in text
@@ -174,12 +184,18 @@ def test_report_tables_follow_the_chosen_protocol(fixture_results):
   # Table 2, ReCopy / mono: the library's failing seed while the authors' grid is partial.
   assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in text
   assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text   # Table 6
+  # A disagreement line sets the other procedure's units and the authors' code beside it.
+  assert ("- ReCopy / mono, length 30: ours 0.0 (failed), paper 100 (solved); beside it: the "
+          "authors' procedure 99.0 [99.0]; the authors' code (100 epochs, patience 50) 50.0 "
+          "[100.0, 0.0]; per-unit results in `results/table2/recopy/mono/seed{0}.json`.") in text
   # Forced onto the partial authors' grid: its seed, its disagreement, its gaps.
   authors = report.render(fixture_results, interim='authors')
   assert '| mono | 1 | 100.0 S [100.0] | 100 S | 99.0 S [99.0] | 100 S | 20.0 F [20.0] | ' \
          '100 S | yes | **no** | 100 |' in authors
-  assert ('- ReCopy / mono, length 100: ours 20.0 (failed), paper 100 (solved); per-unit '
-          'results in `results/table2_authors/recopy/mono.authors/seed{0}.json`.') in authors
+  assert ("- ReCopy / mono, length 100: ours 20.0 (failed), paper 100 (solved); beside it: the "
+          "library's procedure 0.0 [0.0]; the authors' code (100 epochs, patience 50) 50.0 "
+          "[100.0, 0.0]; per-unit results in `results/table2_authors/recopy/mono.authors/"
+          "seed{0}.json`.") in authors
   assert '| onestep | 0 | not run |' in authors                  # Copy: no authors' unit
   assert '| onestep | 1 | 100.0 / 0.50 | 99.5 / 0.50 | 80.0 / 0.50 |' in authors
   # Every Table 6 unit in under the authors' procedure: Table 6 switches, Table 2 does not.
