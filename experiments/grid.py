@@ -50,8 +50,10 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     # so the first dev evaluation already sees the full lr. A pilot on this CPU (Copy,
     # OneStepAttn, seed 0, 3,000 training samples, 5 epochs, the default 2 + 2 layers):
     # 100% dev (200 samples) from epoch 2, 100% at lengths 30 and 100 (200 samples each).
+    # test_iid as well: whether a failing unit fit the training lengths at all.
     'transformer': {'backbone': 'transformer', 'warmup_steps': 100, 'transformer_layers': 1,
-                    'transformer_heads': 4, 'transformer_mlp_dim': 128},
+                    'transformer_heads': 4, 'transformer_mlp_dim': 128,
+                    'test_splits': 'test_iid,paper'},
 }
 # The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
 # under the reference code's dev metric, its random batches, both, and with a

@@ -652,6 +652,16 @@ def _transformer_settings(records: Sequence[Mapping[str, Any]]) -> str:
                                      for key, what in TRANSFORMER_SETTINGS) + '.'
 
 
+def _iid_cell(records: Sequence[Mapping[str, Any]]) -> str:
+  """Median test_iid accuracy over the units scored on it [per seed, '–' = not scored]."""
+  accs = [r['test'].get('test_iid', {}).get('accuracy') for r in records]
+  scored = [a for a in accs if a is not None]
+  if not scored:
+    return '–'
+  return (f"{_fmt(_median(scored))} "
+          f"[{', '.join('–' if a is None else _fmt(a) for a in accs)}]")
+
+
 def transformer_grid(results) -> List[str]:
   """Beyond the paper: grid `transformer` (Table 2's tasks and four variants on the
   Transformer backbone), each run beside the same variant on the paper's GRU (grid
@@ -667,20 +677,24 @@ def transformer_grid(results) -> List[str]:
            '(`--config.backbone=transformer`, `monoloc_jax/transformer.py`), under the '
            "protocol below (the Table 2 grid's, with the Transformer's settings).", '',
            _protocol(records_all), '', _transformer_settings(records_all), '',
-           'Cells: median sequence accuracy (%) over seeds [per seed]. "GRU" is the same '
+           'Cells: median sequence accuracy (%) over seeds [per seed]. "iid": the test '
+           'split of the training lengths, which tells a model that did not fit the task '
+           '(low iid) from one that fit it and failed to extrapolate ("–": a unit not '
+           'scored on it). "GRU" is the same '
            "variant's median in grid `table2` (the paper's BiGRU -> GRU, this protocol), "
            'at the same lengths.', '']
   for task in grids_lib.TABLE2_TASKS:
     splits = splits_of(task)
     lengths = ' / '.join(LENGTH_OF[s] for s in splits)
     lines += [f'### {TASK_NAMES[task]}', '',
-              '| variant | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
+              '| variant | seeds | iid | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
               + f' | GRU: seeds | GRU: len {lengths} | epochs |',
-              '|' + '---|' * (5 + len(splits))]
+              '|' + '---|' * (6 + len(splits))]
     for label in [l for t, l in runs if t == task]:
       records = results.get(('transformer', task, label), [])
-      cells = ([_median_cell([r['test'][s]['accuracy'] for r in records]) for s in splits]
-               if records else ['not run'] * len(splits))
+      cells = ([_iid_cell(records)]
+               + [_median_cell([r['test'][s]['accuracy'] for r in records]) for s in splits]
+               if records else ['not run'] * (1 + len(splits)))
       gru = results.get(('table2', task, label.split('.')[0]), [])
       gru_cell = (' / '.join(_fmt(_median([r['test'][s]['accuracy'] for r in gru]))
                              for s in splits) if gru else 'not run')

@@ -129,16 +129,44 @@ def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   os.replace(tmp, path)
 
 
+def _test_entry(r: Mapping[str, Any]) -> Dict[str, Any]:
+  """A unit JSON's entry for one test split, from a one-seed results.json entry."""
+  seed_r = r['per_seed'][0]
+  entry = {k: round(float(seed_r[k]), 4) for k in
+           ('accuracy', 'seq_acc_be', 'edit_distance', 'attention_loss') if k in seed_r}
+  entry['n'] = int(r.get('n', seed_r.get('n', 0)))
+  return entry
+
+
+def add_test_splits(unit: grids_lib.Unit, splits: Sequence[str], results_dir: pathlib.Path,
+                    workdir: pathlib.Path) -> Optional[List[str]]:
+  """Scores a finished unit on the `splits` its results JSON lacks, from the best-dev
+  checkpoint in its workdir (`inference.evaluate`), and adds them to the JSON, with
+  'added_test_splits' recording the code that scored them. Returns the splits added,
+  or None when the unit's workdir is gone (it cannot be scored without retraining)."""
+  from monoloc_jax import inference  # pylint: disable=g-import-not-at-top
+  path = unit.path(results_dir, '.json')
+  record = json.loads(path.read_text(encoding='utf-8'))
+  missing = [s for s in splits if s not in record['test']]
+  if not missing:
+    return []
+  if not (unit.path(workdir) / 'results.json').exists():
+    return None
+  out = inference.evaluate(str(unit.path(workdir)), {'test_splits': ','.join(missing)})
+  for split in missing:
+    record['test'][split] = _test_entry(out['test'][split])
+  record.setdefault('added_test_splits', {}).update(
+      {s: {'code': code_commit(), 'how': "inference.evaluate of the unit's best-dev checkpoint"}
+       for s in missing})
+  write_json_atomic(path, record)
+  return missing
+
+
 def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
                 wall_s: float, backend: Optional[str] = None) -> Dict[str, Any]:
   """The small JSON committed for a finished unit (backend: where it trained;
   default this process's JAX backend)."""
-  test = {}
-  for split, r in results['test'].items():
-    seed_r = r['per_seed'][0]
-    test[split] = {k: round(float(seed_r[k]), 4) for k in
-                   ('accuracy', 'seq_acc_be', 'edit_distance', 'attention_loss') if k in seed_r}
-    test[split]['n'] = int(r.get('n', seed_r.get('n', 0)))
+  test = {split: _test_entry(r) for split, r in results['test'].items()}
   import jax  # pylint: disable=g-import-not-at-top
   return {
       'grid': unit.grid, 'task': unit.task, 'variant': unit.variant, 'label': unit.label,
@@ -368,6 +396,10 @@ _PER_PROGRAM = flags.DEFINE_integer(
     '(vmapped on an accelerator; see above). --executor=local only.', lower_bound=1)
 _MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0 = no limit).',
                                   lower_bound=0)
+_ADD_SPLITS = flags.DEFINE_string(
+    'add_test_splits', '', 'Instead of training: score the finished units of the selected '
+    "grids, seeds and runs on these test splits too (a comma list, e.g. 'test_iid'), from "
+    "each unit's best-dev checkpoint under --workdir, and add them to its results JSON.")
 _SPLIT_ONLY = flags.DEFINE_bool(
     'split_runs_only', False, 'Only runs whose seeds 0, 1 and 2 are all finished and disagree '
     'on the solved / partial / failed mark at a compared length (a median within one seed of '
@@ -438,6 +470,17 @@ def main(argv) -> None:
     todo = split_runs_only(todo, results_dir)
     print(f"{len({(u.grid, u.task, u.label) for u in todo})} split runs (seeds 0-2 disagree "
           'on a mark)', flush=True)
+  if _ADD_SPLITS.value:
+    splits = [x.strip() for x in _ADD_SPLITS.value.split(',') if x.strip()]
+    done = [u for u in todo if unit_state(u, results_dir, workdir) == 'done']
+    print(f'{len(done)} of {len(todo)} units finished; scoring them on {", ".join(splits)}',
+          flush=True)
+    for i, u in enumerate(done):
+      added = add_test_splits(u, splits, results_dir, workdir)
+      what = ('its workdir is gone; not scored' if added is None else
+              f"added {', '.join(added)}" if added else 'has them already')
+      print(f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}: {what}', flush=True)
+    return
   if _DRY.value:
     for u in todo:
       _, why = data_dirs.for_task(u.task)

@@ -205,21 +205,19 @@ class TaskData:
 
 
 def resolve_test_splits(config, task=None) -> Tuple[str, ...]:
-  """'paper' -> the paper's length splits, 'all' -> every test split, else a comma list."""
+  """A comma list of split names and groups, in order, without repeats: 'paper' -> the
+  paper's length splits, 'all' -> every test split (e.g. 'test_iid,paper')."""
   task = config.task if task is None else task
-  spec = config.test_splits
-  if spec == 'paper':
-    return tuple(tasks.paper_length_splits(task))
-  if spec == 'all':
-    return tuple(tasks.test_splits(task))
-  names = tuple(s.strip() for s in spec.split(',') if s.strip())
+  groups = {'paper': tuple(tasks.paper_length_splits(task)), 'all': tuple(tasks.test_splits(task))}
   valid = tasks.test_splits(task)
-  for name in names:
-    if name not in valid:
+  names = []
+  for item in (s.strip() for s in config.test_splits.split(',') if s.strip()):
+    if item not in groups and item not in valid:
       raise errors.MonolocError(
-          f"unknown test split {name!r} for task {getattr(task, 'name', task)!r}; valid: "
+          f"unknown test split {item!r} for task {getattr(task, 'name', task)!r}; valid: "
           f"{', '.join(valid)} (or 'paper', 'all')")
-  return names
+    names += groups.get(item, (item,))
+  return tuple(dict.fromkeys(names))
 
 
 def source_eos_tasks(config) -> Tuple[str, ...]:

@@ -5,9 +5,11 @@ from typing import Dict, List, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
+from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import train
 from monoloc_jax.tasks.types import Example
@@ -340,3 +342,19 @@ def test_eval_batches_cover_every_example_once_in_order(data, batch_size):
     # Filler rows up to the full batch size, with nothing to predict.
     assert not batch.tgt_out[n:].any()
     assert np.all(batch.tgt_in[:, 0] == vocab.sos_id)
+
+
+def test_test_splits_are_names_and_groups_in_order():
+  def resolve(spec, task='copy'):
+    return ip.resolve_test_splits(ml_collections.ConfigDict(
+        {'task': task, 'test_splits': spec}))
+  assert resolve('paper') == ('test_15', 'test_30', 'test_100')
+  assert resolve('test_iid,paper') == ('test_iid', 'test_15', 'test_30', 'test_100')
+  assert resolve('test_30, paper') == ('test_30', 'test_15', 'test_100')     # no repeats
+  assert resolve('test_iid,paper', 'lookup') == ('test_iid', 'test_long1', 'test_long3',
+                                                 'test_long5')
+  assert resolve('all') == ('test_iid', 'test_15', 'test_20', 'test_25', 'test_30',
+                            'test_50', 'test_100')
+  with pytest.raises(errors.MonolocError, match="unknown test split 'papr' for task 'copy'; "
+                     r"valid: test_iid, .* \(or 'paper', 'all'\)"):
+    resolve('test_iid,papr')

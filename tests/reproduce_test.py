@@ -298,8 +298,9 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
   assert 'Transformer' not in without
   copy = {'test_15': 100.0, 'test_30': 90.0, 'test_100': 20.0}
   for seed, acc in enumerate([20.0, 60.0, 10.0]):
+    iid = {'test_iid': 97.0 + seed} if seed else {}       # seed 0 not scored on test_iid
     write(fixture_results, _transformer_record('copy', 'onestep', seed,
-                                               {**copy, 'test_100': acc}))
+                                               {**copy, 'test_100': acc, **iid}))
   write(fixture_results, _transformer_record('lookup', 'content', 0,
                                              {'test_long1': 80.0, 'test_long3': 5.0,
                                               'test_long5': 0.0}))
@@ -312,10 +313,11 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
           'self-attention positions sinusoidal; lr warmup updates 100; dropout 0.5.') in section
   # Copy / OneStep: the median of [20, 60, 10] at length 100 is 20; table2's three GRU
   # seeds of onestep (fixture) have medians 100 / 100 / 100.
-  assert ('| onestep | 3 | 100.0 [100.0, 100.0, 100.0] | 90.0 [90.0, 90.0, 90.0] | '
-          '20.0 [20.0, 60.0, 10.0] | 3 | 100.0 / 100.0 / 100.0 | 7, 7, 7 |') in section
-  assert '| content | 0 | not run | not run | not run | 0 | not run | – |' in section
-  assert ('| content | 1 | 80.0 [80.0] | 5.0 [5.0] | 0.0 [0.0] | 0 | not run | 7 |'
+  assert ('| onestep | 3 | 98.5 [–, 98.0, 99.0] | 100.0 [100.0, 100.0, 100.0] | '
+          '90.0 [90.0, 90.0, 90.0] | 20.0 [20.0, 60.0, 10.0] | 3 | 100.0 / 100.0 / 100.0 | '
+          '7, 7, 7 |') in section
+  assert '| content | 0 | not run | not run | not run | not run | 0 | not run | – |' in section
+  assert ('| content | 1 | – | 80.0 [80.0] | 5.0 [5.0] | 0.0 [0.0] | 0 | not run | 7 |'
           in section)                                            # Lookup, lengths 7 / 9 / 11
   assert '| GRU: seeds | GRU: len 7 / 9 / 11 | epochs |' in section
   assert section.count('### ') == 8
@@ -393,6 +395,20 @@ def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   assert saved['epochs'] == 1 and saved['protocol']['max_epochs'] == 1
   assert saved['variant'] == 'onestep' and saved['seed'] == 0 and len(saved['code']['commit']) >= 7
   assert reproduce.unit_state(unit, results, work) == 'done'
+  # A split added later is scored from the unit's checkpoint, once; the rest is kept.
+  assert reproduce.add_test_splits(unit, ['test_iid', 'test_15'], results, work) == ['test_iid']
+  added = json.loads(unit.path(results, '.json').read_text())
+  assert added['test']['test_iid']['n'] == 16 and 0 <= added['test']['test_iid']['accuracy'] <= 100
+  assert added['test']['test_15'] == saved['test']['test_15']
+  assert set(added['added_test_splits']) == {'test_iid'}
+  assert {k: v for k, v in added.items() if k not in ('test', 'added_test_splits')} == {
+      k: v for k, v in saved.items() if k != 'test'}
+  assert reproduce.add_test_splits(unit, ['test_iid'], results, work) == []
+  with pytest.raises(errors.MonolocError, match="unknown test split 'test_7'"):
+    reproduce.add_test_splits(unit, ['test_7'], results, work)
+  gone = grid.Unit('table2', 'copy', 'mono', 0)
+  write(results, record('table2', 'copy', 'mono', 0, {'test_15': 100.0}))
+  assert reproduce.add_test_splits(gone, ['test_iid'], results, work) is None
 
 
 def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys):

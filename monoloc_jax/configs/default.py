@@ -15,7 +15,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.seeds = 1                # number of seeds, trained together in one vmapped program
   c.train_size = 0           # use only the first N training samples (0 = all)
   c.eval_size = 0            # use only the first N samples of dev and test splits (0 = all)
-  c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100'
+  c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100' or 'test_iid,paper'
 
   # Model (the paper's §3 and App. E: the small size).
   c.embed_dim = 64           # token embedding width
