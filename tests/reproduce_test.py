@@ -327,6 +327,30 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
                       '') == without
 
 
+def test_transformer_dropout_reruns_are_beyond_the_paper_and_reported_beside_the_grid(
+    fixture_results):
+  runs = grid.grid_runs()['transformer_explain']
+  assert runs and all(label.endswith('.transformer.dropout01') for _, label in runs)
+  unit = grid.Unit('transformer_explain', 'recopy', 'mono.transformer.dropout01', 0)
+  assert unit.overrides['backbone'] == 'transformer' and unit.overrides['dropout'] == 0.1
+  assert 'transformer_explain' not in grid.PAPER_GRID_NAMES
+  assert not [u for u in grid.expected_units() if u.grid == 'transformer_explain']
+  assert 'The Transformer at dropout 0.1' not in report.render(fixture_results)
+  write(fixture_results, _transformer_record('recopy', 'mono', 0,
+                                             {'test_iid': 20.0, 'test_15': 0.0, 'test_30': 0.0,
+                                              'test_100': 0.0}))
+  rec = record('transformer_explain', 'recopy', 'mono.transformer.dropout01', 0,
+               {'test_iid': 99.0, 'test_15': 95.0, 'test_30': 80.0, 'test_100': 10.0}, epochs=30)
+  write(fixture_results, rec)
+  text = report.render(fixture_results)
+  assert '### The Transformer at dropout 0.1 (grid `transformer_explain`)' in text
+  assert ('| ReCopy | transformer / mono.transformer | 1 | 20.0 [20.0] | 0.0 [0.0] | 0.0 [0.0] '
+          '| 0.0 [0.0] | 7 |') in text
+  assert ('| ReCopy | transformer_explain / mono.transformer.dropout01 | 1 | 99.0 [99.0] | '
+          '95.0 [95.0] | 80.0 [80.0] | 10.0 [10.0] | 30 |') in text
+  assert '| Inv ReCopy | transformer_explain / mono.transformer.dropout01 | 0 | not run |' in text
+
+
 def test_grid_and_seed_flags_give_one_line_errors():
   with pytest.raises(errors.MonolocError, match="unknown grid 'table5'; valid grids: table2"):
     grid.parse_grids('table2,table5')
