@@ -47,11 +47,12 @@ for core in 0 1; do
 done
 
 if [ "$WHICH" = all ]; then
-  # The authors' code on the disagreeing rows, one unit at a time.
+  # The authors' code on the disagreeing rows, one unit at a time (Lookup / MonoAttn: all
+  # three seeds fail under the authors' procedure too).
   nohup taskset -c 1 nice -n 5 bash -c "
   for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
            reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
-           recopy/onestep_minus_step3:1 dedupe/mono:1 recopy/onestep_minus_sigmoid:1 \
+           recopy/onestep_minus_step3:1 lookup/mono:0 dedupe/mono:1 recopy/onestep_minus_sigmoid:1 \
            reverse_copy/onestep_minus_sigmoid:2 recopy/onestep_minus_step3:2 dedupe/mono:2 \
            recopy/onestep_minus_sigmoid:2; do
     $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
