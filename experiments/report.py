@@ -720,7 +720,7 @@ def transformer_explain(results) -> List[str]:
            + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits_of(runs[0][0])) + ' | epochs |',
            '|' + '---|' * (5 + len(splits_of(runs[0][0])))]
   for task, label in runs:
-    base = label.replace('.dropout01', '')
+    base = label.rsplit('.', 1)[0]              # the grid run the rerun changes one tag of
     for grid_name, setup in (('transformer', base), ('transformer_explain', label)):
       records = results.get((grid_name, task, setup), [])
       cells = ([_iid_cell(records)] + [_median_cell([r['test'][s]['accuracy'] for r in records])
