@@ -61,12 +61,9 @@ if [ "$WHICH" = all ]; then
   " >> "$LOGS/authors_code.log" 2>&1 &
 fi
 
-# The Transformer grid, seed by seed (the last issue in the order: what core 1 leaves),
-# its dropout-0.1 reruns after seed 0.
+# The Transformer grid, seed by seed (the last issue in the order: what core 1 leaves).
 nohup taskset -c 1 nice -n 12 bash -c "
-$R --grid=transformer --seeds=0 --workdir=$RUNS/runs-transformer
-$R --grid=transformer_explain --seeds=0 --workdir=$RUNS/runs-transformer
-for s in 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
+for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 " >> "$LOGS/transformer.log" 2>&1 &
 
 # The library procedure: the disagreeing rows' seeds 1-2, then every Table 4/6 unit, then

@@ -327,28 +327,36 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
                       '') == without
 
 
-def test_transformer_dropout_reruns_are_beyond_the_paper_and_reported_beside_the_grid(
+def test_transformer_grid_at_dropout_05_is_beyond_the_paper_and_reported_beside_the_grid(
     fixture_results):
-  runs = grid.grid_runs()['transformer_explain']
-  assert runs and all(label.endswith('.transformer.dropout01') for _, label in runs)
-  unit = grid.Unit('transformer_explain', 'recopy', 'mono.transformer.dropout01', 0)
-  assert unit.overrides['backbone'] == 'transformer' and unit.overrides['dropout'] == 0.1
-  assert 'transformer_explain' not in grid.PAPER_GRID_NAMES
-  assert not [u for u in grid.expected_units() if u.grid == 'transformer_explain']
-  assert 'The Transformer at dropout 0.1' not in report.render(fixture_results)
+  # The grid trains at a Transformer's dropout, 0.1; grid transformer_dropout05 at the GRU's.
+  assert grid.Unit('transformer', 'recopy', 'mono.transformer', 0).overrides['dropout'] == 0.1
+  runs = grid.grid_runs()['transformer_dropout05']
+  assert [(t, l.replace('.dropout05', '')) for t, l in runs] == grid.grid_runs()['transformer']
+  unit = grid.Unit('transformer_dropout05', 'recopy', 'mono.transformer.dropout05', 0)
+  assert unit.overrides['backbone'] == 'transformer' and unit.overrides['dropout'] == 0.5
+  assert 'transformer_dropout05' not in grid.PAPER_GRID_NAMES
+  assert not [u for u in grid.expected_units() if u.grid == 'transformer_dropout05']
+  assert 'The Transformer at dropout 0.5' not in report.render(fixture_results)
   write(fixture_results, _transformer_record('recopy', 'mono', 0,
-                                             {'test_iid': 20.0, 'test_15': 0.0, 'test_30': 0.0,
-                                              'test_100': 0.0}))
-  rec = record('transformer_explain', 'recopy', 'mono.transformer.dropout01', 0,
-               {'test_iid': 99.0, 'test_15': 95.0, 'test_30': 80.0, 'test_100': 10.0}, epochs=30)
+                                             {'test_iid': 99.0, 'test_15': 95.0, 'test_30': 80.0,
+                                              'test_100': 10.0}))
+  rec = record('transformer_dropout05', 'recopy', 'mono.transformer.dropout05', 0,
+               {'test_iid': 20.0, 'test_15': 0.0, 'test_30': 0.0, 'test_100': 0.0}, epochs=30)
   write(fixture_results, rec)
+  write(fixture_results, record('transformer_dropout05', 'lookup', 'relative.transformer.dropout05',
+                                0, {'test_long1': 100.0, 'test_long3': 0.1, 'test_long5': 0.0},
+                                epochs=6))
   text = report.render(fixture_results)
-  assert '### The Transformer at dropout 0.1 (grid `transformer_explain`)' in text
-  assert ('| ReCopy | transformer / mono.transformer | 1 | 20.0 [20.0] | 0.0 [0.0] | 0.0 [0.0] '
-          '| 0.0 [0.0] | 7 |') in text
-  assert ('| ReCopy | transformer_explain / mono.transformer.dropout01 | 1 | 99.0 [99.0] | '
-          '95.0 [95.0] | 80.0 [80.0] | 10.0 [10.0] | 30 |') in text
-  assert '| Inv ReCopy | transformer_explain / mono.transformer.dropout01 | 0 | not run |' in text
+  assert report.render(fixture_results) == text
+  section = text.split('### The Transformer at dropout 0.5 (grid `transformer_dropout05`)')[1]
+  section = section.split('\n## ')[0]
+  assert '| ReCopy | mono | 0.5 | 1 | 20.0 [20.0] | 15 / 30 / 100 | 0.0 / 0.0 / 0.0 | 30 |' in section
+  assert ('| ReCopy | mono | 0.1 | 1 | 99.0 [99.0] | 15 / 30 / 100 | 95.0 / 80.0 / 10.0 | 7 |'
+          in section)
+  assert '| Lookup | relative | 0.5 | 1 | – | 7 / 9 / 11 | 100.0 / 0.1 / 0.0 | 6 |' in section
+  assert '| Lookup | relative | 0.1 | 0 | not run | 7 / 9 / 11 | not run | – |' in section
+  assert section.count('| 0.5 |') == section.count('| 0.1 |') == 32
 
 
 def test_grid_and_seed_flags_give_one_line_errors():
