@@ -83,6 +83,34 @@ def test_round_and_summary_formatting():
   assert lines[2].split()[:5] == ['decoding,', 'equal', 'steps', 'median', '10.00x']
 
 
+def test_arithmetic_states_the_flop_rate_a_target_ratio_needs():
+  r = dict(ROUNDS[0])
+  assert sbs.arithmetic(r, 12.0) is None                     # a round without the figures
+  r['ours'] = dict(r['ours'], arith={'train_flops_per_sample': 25.6e6,
+                                     'gemm_large_gflops': 160.0, 'gemm_step_gflops': 64.0,
+                                     'gemm_step_shape': [32, 128, 384]})
+  a = sbs.arithmetic(r, 12.0)
+  # authors 250 samples/s x 25.6 MFLOP = 6.4 GFLOP/s; ours 1875 x 25.6 M = 48 GFLOP/s;
+  # 12 x 6.4 = 76.8 GFLOP/s needed: 48% of 160, 120% of 64.
+  assert a['authors_gflops'] == pytest.approx(6.4)
+  assert a['ours_gflops'] == pytest.approx(48.0)
+  assert a['needed_gflops'] == pytest.approx(76.8)
+  assert a['needed_of_large'] == pytest.approx(0.48)
+  assert a['needed_of_step'] == pytest.approx(1.2)
+  assert a['ours_of_large'] == pytest.approx(0.3)
+  r['arith'] = a
+  line = sbs.format_round(r).splitlines()[-1]
+  assert line.split()[:2] == ['arithmetic', '25.60']
+  assert 'authors 6.4, ours 48.0 GFLOP/s' in line
+  assert '12x the authors needs 76.8 GFLOP/s = 48% of the 1024^3 rate, 120% of' in line
+  rounds = [r, dict(r, arith=sbs.arithmetic(r, 12.0))]
+  summary = sbs.summarize(rounds)
+  assert summary['arith']['needed_gflops']['median'] == pytest.approx(76.8)
+  text = sbs.format_summary(summary, 'Test CPU')
+  assert text.splitlines()[-1].startswith('  median arithmetic: ours 48.0 GFLOP/s (30% of')
+  assert 'arith' not in sbs.summarize(ROUNDS)                # rounds without the figures
+
+
 def test_conditions_state_what_each_side_decodes_and_until_when():
   settings = {'task': 'recopy', 'train_samples': 2000, 'batch_size': 32,
               'decode_split': 'test_100', 'decode_key': 'long100', 'decode_samples': 2000,
@@ -143,3 +171,11 @@ def test_checkout_without_its_python_is_a_one_line_error(tmp_path):
   assert proc.returncode == 2
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and 'cannot import torch' in lines[0]
+
+
+def test_bad_numeric_flags_are_usage_errors():
+  with pytest.raises(sbs.UsageError, match='--target_ratio must be above 0'):
+    sbs.parse_args(['--target_ratio=0'])
+  with pytest.raises(sbs.UsageError, match='--rounds must be at least 1'):
+    sbs.parse_args(['--rounds=0'])
+  assert sbs.parse_args([]).target_ratio == 12.0

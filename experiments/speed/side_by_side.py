@@ -91,6 +91,16 @@ each other on oversubscribed cores). --threads=0 gives torch as many threads as
 pinned CPUs; --cores=0 pins both sides to one core (torch 1 thread, XLA one
 schedulable CPU), the strict same-resources comparison.
 
+Arithmetic (ours only measures it; printed per round). What a training ratio can reach
+is bounded by how fast the pinned cores multiply matrices, so every round also reports:
+the model FLOPs of one training sample (3 x the forward count of
+monoloc_jax/benchmark.py's `flops_per_sample`, valid tokens only, averaged over the
+training samples); each side's training rate in those FLOPs per second; the rate XLA:CPU
+reaches on a 1024 x 1024 x 1024 float32 product and on the train step's own GRU product
+([batch, hidden] x [hidden, 3 hidden]), each timed alone for about half a second on the
+pinned cores; and the FLOP rate --target_ratio times the authors' training rate needs,
+as a fraction of both.
+
 Exit status 2 with a line `error: ...` when the authors' checkout or its Python is
 missing or unusable.
 """
@@ -251,6 +261,31 @@ def round_ratios(theirs: Dict[str, Any], ours: Dict[str, Any]) -> Dict[str, floa
   }
 
 
+def arithmetic(r: Dict[str, Any], target_ratio: float) -> Optional[Dict[str, float]]:
+  """A round's training rates in model GFLOP/s, and what `target_ratio` x the authors'
+  rate needs, against the matrix-product rates measured in the round (None if the
+  round has no arithmetic figures).
+
+  flops = model FLOPs of one training sample (forward + backward);
+  gflops_side = samples_per_s_side * flops / 1e9;
+  needed = target_ratio * gflops_authors; needed_of_large = needed / gemm_large,
+  needed_of_step = needed / gemm_step (> 1: more than the cores reach on that product).
+  """
+  a = r['ours'].get('arith')
+  if not a:
+    return None
+  flops = a['train_flops_per_sample']
+  authors = r['authors']['train']['samples_per_s'] * flops / 1e9
+  ours = r['ours']['train']['samples_per_s'] * flops / 1e9
+  needed = target_ratio * authors
+  return {'train_mflops_per_sample': flops / 1e6, 'authors_gflops': authors,
+          'ours_gflops': ours, 'target_ratio': target_ratio, 'needed_gflops': needed,
+          'gemm_large_gflops': a['gemm_large_gflops'], 'gemm_step_gflops': a['gemm_step_gflops'],
+          'ours_of_large': ours / a['gemm_large_gflops'],
+          'needed_of_large': needed / a['gemm_large_gflops'],
+          'needed_of_step': needed / a['gemm_step_gflops']}
+
+
 def summarize(rounds: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
   """Median / min / max of every ratio and of each side's samples per second."""
   out = {key: ratio_stats([r['ratios'][key] for r in rounds]) for key, _ in RATIOS}
@@ -265,6 +300,13 @@ def summarize(rounds: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
       'ours_decode_benchmark': ratio_stats(
           [r['ours']['decode_benchmark']['samples_per_s'] for r in rounds]),
   }
+  ar = [r['arith'] for r in rounds if r.get('arith')]
+  if ar:
+    out['arith'] = {k: ratio_stats([x[k] for x in ar])
+                    for k in ('ours_gflops', 'needed_gflops', 'gemm_large_gflops',
+                              'gemm_step_gflops', 'ours_of_large', 'needed_of_large',
+                              'needed_of_step')}
+    out['arith']['target_ratio'] = ar[0]['target_ratio']
   return out
 
 
@@ -295,6 +337,15 @@ def format_round(r: Dict[str, Any]) -> str:
       f"ours equal {o['decode_equal']['row_steps_run']} run of "
       f"{o['decode_equal']['row_steps']}   ours benchmark condition "
       f"{o['decode_benchmark']['row_steps_run']} run of {o['decode_benchmark']['row_steps']}")
+  ar = r.get('arith')
+  if ar:
+    lines.append(
+        f"  arithmetic   {ar['train_mflops_per_sample']:.2f} model MFLOP per training sample: "
+        f"authors {ar['authors_gflops']:.1f}, ours {ar['ours_gflops']:.1f} GFLOP/s; "
+        f"products alone: 1024^3 {ar['gemm_large_gflops']:.1f}, the step's GRU product "
+        f"{ar['gemm_step_gflops']:.1f} GFLOP/s; {ar['target_ratio']:g}x the authors needs "
+        f"{ar['needed_gflops']:.1f} GFLOP/s = {ar['needed_of_large']:.0%} of the 1024^3 rate, "
+        f"{ar['needed_of_step']:.0%} of the step product's")
   return '\n'.join(lines)
 
 
@@ -313,6 +364,15 @@ def format_summary(summary: Dict[str, Any], machine: str) -> str:
                f"{sp['authors_decode_forward']['median']:.1f}), ours equal "
                f"{sp['ours_decode_equal']['median']:.1f}, ours benchmark condition "
                f"{sp['ours_decode_benchmark']['median']:.1f}")
+  ar = summary.get('arith')
+  if ar:
+    lines.append(
+        f"  median arithmetic: ours {ar['ours_gflops']['median']:.1f} GFLOP/s "
+        f"({ar['ours_of_large']['median']:.0%} of the 1024^3 product's "
+        f"{ar['gemm_large_gflops']['median']:.1f}); {ar['target_ratio']:g}x the authors needs "
+        f"{ar['needed_gflops']['median']:.1f} GFLOP/s ({ar['needed_of_large']['median']:.0%} "
+        f"of it; {ar['needed_of_step']['median']:.0%} of the step product's "
+        f"{ar['gemm_step_gflops']['median']:.1f})")
   return '\n'.join(lines)
 
 
@@ -572,6 +632,24 @@ def our_worker(spec_path: str) -> None:
   programs = train.make_train_programs(model, train.make_optimizer(config), 'auto')
   eval_programs = inference.make_eval_programs(model, 'auto')
   batch_size, eval_batch = spec['batch_size'], spec['eval_batch_size']
+  from monoloc_jax import benchmark   # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp   # pylint: disable=g-import-not-at-top
+  # Forward + backward = 3 x the forward count, valid tokens only.
+  train_flops = 3 * benchmark.model_flops(config, model.variant, len(vocab),
+                                          data.train.src_len, data.train.tgt_len)
+
+  def gemm_gflops(m, k, n, seconds=0.5):
+    """float32 [m, k] x [k, n] alone, jitted, repeated for about `seconds`."""
+    x, y = jnp.ones((m, k), jnp.float32), jnp.ones((k, n), jnp.float32)
+    f = jax.jit(jnp.matmul)
+    f(x, y).block_until_ready()
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+      for _ in range(8):
+        out = f(x, y)
+      out.block_until_ready()
+      reps += 8
+    return 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9
 
   def digest(enc):
     h = hashlib.sha256()
@@ -667,6 +745,11 @@ def our_worker(spec_path: str) -> None:
     out = {'train': {'samples': n_train, 'batches': len(batches), 'seconds': dt,
                      'samples_per_s': n_train / dt, 'warmup_s': warm_s},
            'decode_equal': decode(equal), 'decode_benchmark': decode(bench)}
+    h = config.hidden_dim
+    out['arith'] = {'train_flops_per_sample': train_flops / n_train,
+                    'gemm_large_gflops': gemm_gflops(1024, 1024, 1024),
+                    'gemm_step_gflops': gemm_gflops(batch_size, h, 3 * h),
+                    'gemm_step_shape': [batch_size, h, 3 * h]}
     out['os_threads'] = _os_threads()
     _say(out)
 
@@ -758,8 +841,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   p.add_argument('--machine', default='', help='a label for the machine line')
   p.add_argument('--json_out', default='', help='write every figure to this JSON file')
   p.add_argument('--keep_tmp', action='store_true', help='keep the temporary folder')
+  p.add_argument('--target_ratio', type=float, default=12.0,
+                 help='the training ratio whose FLOP rate the arithmetic line states')
   p.add_argument('--_worker_ours', default='', help=argparse.SUPPRESS)
   args = p.parse_args(argv)
+  if not args.target_ratio > 0:
+    raise UsageError(f'--target_ratio must be above 0, not {args.target_ratio}')
   for name in ('rounds', 'batch_size', 'eval_batch_size'):
     if getattr(args, name) < 1:
       raise UsageError(f'--{name} must be at least 1')
@@ -835,6 +922,7 @@ def run(args: argparse.Namespace) -> int:
       res = {side: workers[side].request('round') for side in order}
       r = {'round': k, 'order': list(order), 'authors': res['authors'], 'ours': res['ours'],
            'ratios': round_ratios(res['authors'], res['ours'])}
+      r['arith'] = arithmetic(r, args.target_ratio)
       if k == 1:
         a, o = ready['authors'], ready['ours']
         a.update(git=git_describe(authors_code), os_threads=res['authors']['os_threads'])
