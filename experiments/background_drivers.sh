@@ -61,16 +61,17 @@ if [ "$WHICH" = all ]; then
   " >> "$LOGS/authors_code.log" 2>&1 &
 fi
 
-# The Transformer grid, seed by seed (the last issue in the order: what core 1 leaves).
+# The Transformer grid, seed by seed (the last open issue in the order: what the
+# authors' procedure leaves), one worker per core.
 nohup taskset -c 1 nice -n 12 bash -c "
 for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 " >> "$LOGS/transformer.log" 2>&1 &
 
-# The library procedure: the disagreeing rows' seeds 1-2, then every Table 4/6 unit, then
-# Table 7's seed 0 (the remaining variants; library procedure only).
+# Core 0's last share: the Transformer grid's second worker, then what no open issue needs:
+# the library procedure's remaining Table 4/6 seeds (its disagreeing rows' seeds 1-2 are
+# done) and Table 7's seed 0 (library procedure only).
 nohup taskset -c 0 nice -n 19 bash -c "
-$R --grid=table4 --runs=$DIS4 --seeds=1,2 --workdir=$RUNS/runs-lib
-$R --grid=table6 --runs=dedupe/mono --seeds=1,2 --workdir=$RUNS/runs-lib
+for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 $R --grid=table4,table6 --seeds=1,2 --workdir=$RUNS/runs-lib
 $R --grid=table7 --seeds=0 --workdir=$RUNS/runs-lib
 " >> "$LOGS/lib.log" 2>&1 &
