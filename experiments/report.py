@@ -677,7 +677,8 @@ def transformer_grid(results) -> List[str]:
            '(`--config.backbone=transformer`, `monoloc_jax/transformer.py`), under the '
            "protocol below: the library's training procedure, as grid `table2` runs it, with the "
            "Transformer's settings. (The paper reproduction's protocol is the authors' "
-           "procedure, up to 100 epochs with patience 51; the Transformer grid keeps the "
+           "procedure, up to 100 epochs, stopping after 51 without improvement; the "
+           "Transformer grid keeps the "
            "library procedure's 30-epoch budget so that it stays affordable on a CPU, and so "
            "that its GRU column, grid `table2`, ran under the same procedure.)", '',
            _protocol(records_all), '', _transformer_settings(records_all), '',
