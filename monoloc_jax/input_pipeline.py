@@ -1,12 +1,15 @@
 """Encoding and length-bucketed batching.
 
 XLA compiles one program per batch shape, so batches come in a handful of
-shapes. Training batches are grouped by target-length bucket (`BUCKETS`), or
-form one group (`bucketed=False`), and every batch of a group is padded to the
-group's longest target and the split's longest source: one shape per group, and
-no step spent on padding past the longest example (padding carries no loss and
-changes no valid position's output, so the widths change float rounding only).
-Evaluation batches are padded to `BUCKETS` lengths.
+shapes. Training batches are grouped by target-length bucket (`BUCKETS`), and
+every batch of a group is padded to the group's longest target and the split's
+longest source: one shape per group, and no step spent on padding past the
+longest example. Random batches (`bucketed=False`, the authors' procedure) are
+padded like theirs, to the batch's own longest source and target, each rounded up
+to a multiple of `RANDOM_WIDTH_MULTIPLE` (at most the split's longest): a few
+shapes per split. Padding carries no loss and changes no valid position's output,
+so widths change float rounding (and the shapes dropout masks are drawn for)
+only. Evaluation batches are padded to `BUCKETS` lengths.
 
 Training batches for several seeds at once (the vmapped multi-seed trainer)
 must share one shape per step. So the *schedule* of buckets in an epoch (which
@@ -31,6 +34,12 @@ from monoloc_jax.vocab import Vocabulary
 # Padded lengths. Beyond the table, lengths round up to a multiple of 256.
 BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320,
                             384, 448, 512, 768, 1024)
+
+# Random batches round their widths up to a multiple of this: 3 shapes or fewer on
+# the paper's training splits (ReCopy's targets, 2 to 47 tokens, give widths 32, 40
+# and 47 at batch 32), where the split's longest would pad ReCopy's average random
+# batch (longest target 36) by 11 decoder steps.
+RANDOM_WIDTH_MULTIPLE = 8
 
 
 def bucket_length(n: int) -> int:
@@ -133,6 +142,20 @@ def train_widths(split: EncodedSplit,
           {k: int(split.tgt_len[ix].max()) for k, ix in groups.items()})
 
 
+def random_batch_widths(split: EncodedSplit, idx: np.ndarray, src_cap: int,
+                        tgt_cap: int) -> Tuple[int, int]:
+  """(source, target) width of a random batch of rows `idx` (-1 = filler): the
+  longest real source and target, each rounded up to a multiple of
+  `RANDOM_WIDTH_MULTIPLE` and capped at `src_cap` / `tgt_cap`."""
+  real = idx[idx >= 0]
+
+  def up(n: int, cap: int) -> int:
+    return min(cap, -(-n // RANDOM_WIDTH_MULTIPLE) * RANDOM_WIDTH_MULTIPLE)
+
+  return (up(int(split.src_len[real].max()), src_cap),
+          up(int(split.tgt_len[real].max()), tgt_cap))
+
+
 def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
                   epoch: int, schedule_seed: int, sos_id: int,
                   bucketed: bool = True) -> Iterator[Batch]:
@@ -143,7 +166,9 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   (seed, epoch); the order in which groups take turns is shuffled with
   (schedule_seed, epoch) and is shared by all seeds. A group's last batch is
   completed with filler rows that carry no loss. Widths: the group's longest
-  target and the split's longest source (`train_widths`).
+  target and the split's longest source (`train_widths`); random batches
+  (`bucketed=False`): `random_batch_widths` of the rows of all seeds' batches of
+  the step, which share one shape.
   """
   keys = _train_bucket_keys(split, bucketed)
   groups = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
@@ -164,9 +189,11 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   cursor = {k: 0 for k in groups}
   for k in schedule:
     k = int(k)
-    batches = [_make_batch(split, plan[k][cursor[k]], src_width, tgt_widths[k], sos_id)
-               for plan in plans]
+    rows = [plan[k][cursor[k]] for plan in plans]
     cursor[k] += 1
+    widths = (random_batch_widths(split, np.concatenate(rows), src_width, tgt_widths[k])
+              if not bucketed else (src_width, tgt_widths[k]))
+    batches = [_make_batch(split, r, *widths, sos_id) for r in rows]
     yield Batch(*(np.stack(parts) for parts in zip(*batches)))
 
 

@@ -30,8 +30,9 @@ LIBRARY: Mapping[str, Any] = types.MappingProxyType({})
 AUTHORS_CODE: Mapping[str, Any] = types.MappingProxyType({
     # Batching: torch DataLoader(shuffle=True, batch_size=32), each batch padded
     # to its own longest example, the epoch's last batch partial; here random
-    # batches padded to the split's longest target (padding carries no loss, and
-    # the partial last batch is completed with filler rows that carry none).
+    # batches padded to their own longest source and target, rounded up to a
+    # multiple of 8 (input_pipeline.random_batch_widths; padding carries no loss,
+    # and the partial last batch is completed with filler rows that carry none).
     'bucket_batches': False,
     # Budget: `epochs = 100`. Stopping: after every epoch but the first,
     # `impatience += 1`; an improvement resets it; training stops once

@@ -289,18 +289,27 @@ def test_epochs_differ_and_repeat(data):
       np.testing.assert_array_equal(fx, fy)
 
 
-def test_unbucketed_batches_are_random_and_padded_to_the_split_maximum(data):
+def _rounded_width(n: int, cap: int) -> int:
+  """n rounded up to a multiple of 8, at most cap (by hand)."""
+  return min(cap, 8 * math.ceil(n / 8))
+
+
+def test_unbucketed_batches_are_random_and_padded_to_their_own_longest(data):
   _, vocab, split, index_of = data
   batches = epoch_batches(split, [0], 2, bucketed=False)
   assert len(batches) == math.ceil(N_EXAMPLES / BATCH) == ip.num_train_steps(
       split, BATCH, bucketed=False)
-  width = int(split.tgt_len.max())      # the split's longest target, as one width
-  seen, mixed = [], 0
+  seen, mixed, widths = [], 0, set()
   for batch in batches:
-    assert batch.tgt_out.shape == (1, BATCH, width)
-    assert batch.src.shape == (1, BATCH, int(split.src_len.max()))
     real = real_rows(batch.tgt_out[0], vocab.eos_id)
     idx = example_indices(batch.src[0], real, index_of)
+    # Like the authors' collater: the batch's own longest target and source, here
+    # rounded up to a multiple of 8 and capped at the split's longest.
+    width = _rounded_width(int(split.tgt_len[idx].max()), int(split.tgt_len.max()))
+    src_width = _rounded_width(int(split.src_len[idx].max()), int(split.src_len.max()))
+    assert batch.tgt_out.shape == batch.tgt_in.shape == (1, BATCH, width)
+    assert batch.src.shape == (1, BATCH, src_width)
+    widths.add(width)
     seen += idx
     mixed += len({ip.bucket_length(int(split.tgt_len[i])) for i in idx}) > 1
   assert sorted(seen) == list(range(N_EXAMPLES))
@@ -309,6 +318,28 @@ def test_unbucketed_batches_are_random_and_padded_to_the_split_maximum(data):
   # Only the one incomplete batch has fillers.
   n_filler = sum((~real_rows(b.tgt_out[0], vocab.eos_id)).sum() for b in batches)
   assert n_filler == (-N_EXAMPLES) % BATCH
+  # Some batches are narrower than the split's longest target: padding is per batch.
+  assert len(widths) > 1 and min(widths) < int(split.tgt_len.max())
+
+
+def test_unbucketed_seeds_share_the_width_of_their_longest_rows(data):
+  _, vocab, split, index_of = data
+  seeds = [0, 1, 2]
+  batches = epoch_batches(split, seeds, 1, bucketed=False)
+  singles = [epoch_batches(split, [s], 1, bucketed=False) for s in seeds]
+  for step, batch in enumerate(batches):
+    idx = [i for s in range(len(seeds))
+           for i in example_indices(batch.src[s], real_rows(batch.tgt_out[s], vocab.eos_id),
+                                    index_of)]
+    width = _rounded_width(int(split.tgt_len[idx].max()), int(split.tgt_len.max()))
+    assert batch.tgt_out.shape == (len(seeds), BATCH, width)
+    # Each seed's rows are its single-seed run's rows, padded to the shared width.
+    for s, single in enumerate(singles):
+      one = single[step]
+      w = one.tgt_out.shape[-1]
+      assert w <= width
+      np.testing.assert_array_equal(batch.tgt_out[s, :, :w], one.tgt_out[0])
+      assert not batch.tgt_out[s, :, w:].any()
 
 
 # ---------------------------------------------------------------------------
