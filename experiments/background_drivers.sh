@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The background reproduction drivers of the open issues (BUILD_NOTES §4.5), restartable.
 #
-#   bash experiments/background_drivers.sh [all|jax]     # from the repository root
+#   bash experiments/background_drivers.sh [all|jax|authors]     # from the repository root
+#
+# all: every driver; jax: all but the authors'-code queue; authors: only the authors'
+# procedure's two workers (to restart them on new code while the others run on).
 #
 # Expects beside this checkout (BUILD_NOTES §4.5, experiments/authors_code/README.md):
 #   ../grid-src  a clone of main (`git clone <this checkout> ../grid-src`): the grids run
@@ -62,6 +65,8 @@ if [ "$WHICH" = all ]; then
   done
   " >> "$LOGS/authors_code.log" 2>&1 &
 fi
+
+if [ "$WHICH" = authors ]; then echo "drivers started (authors)"; exit 0; fi
 
 # The Transformer grid, seed by seed (the last open issue in the order: what the
 # authors' procedure leaves), one worker per core.
