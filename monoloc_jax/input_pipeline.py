@@ -136,8 +136,9 @@ def _train_bucket_keys(split: EncodedSplit, bucketed: bool) -> np.ndarray:
 
 def train_widths(split: EncodedSplit,
                  groups: Dict[int, np.ndarray]) -> Tuple[int, Dict[int, int]]:
-  """(source width, {group: target width}) of training batches: the split's
-  longest source and each group's longest target (groups: {key: example indices})."""
+  """(source width, {group: target width}) of bucketed training batches: the
+  split's longest source and each group's longest target (groups: {key: example
+  indices}). Random batches take them as the caps of `random_batch_widths`."""
   return (int(split.src_len.max()),
           {k: int(split.tgt_len[ix].max()) for k, ix in groups.items()})
 
