@@ -575,3 +575,17 @@ def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
   assert merged == [{'seed': 0, 'test': {'long15': 0.0}}, {'seed': 1, 'test': {'long15': 99.0}},
                     {'seed': 2, 'test': {'long15': 50.0}}]
   assert fresh == [{'seed': 3, 'test': {}}]
+
+
+def test_code_commit_of_a_copied_tree_comes_from_the_environment(tmp_path, monkeypatch):
+  """A checkout copied without .git (an accelerator machine's copy) records the commit it
+  was given, and counts as dirty unless told otherwise; a real checkout ignores both."""
+  monkeypatch.setattr(reproduce, 'REPO', tmp_path)
+  monkeypatch.delenv('MONOLOC_CODE_COMMIT', raising=False)
+  monkeypatch.delenv('MONOLOC_CODE_DIRTY', raising=False)
+  assert reproduce.code_commit() == {'commit': 'unknown', 'dirty': True}
+  monkeypatch.setenv('MONOLOC_CODE_COMMIT', 'abc1234')
+  monkeypatch.setenv('MONOLOC_CODE_DIRTY', '0')
+  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': False}
+  monkeypatch.setattr(reproduce, 'REPO', EXPERIMENTS.parent)
+  assert reproduce.code_commit()['commit'] not in ('abc1234', 'unknown')

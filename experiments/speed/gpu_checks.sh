@@ -3,6 +3,9 @@
 #
 #   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25 grid]
 #
+# Stages may run side by side (two invocations on one machine). The copy of the checkout
+# there has no .git: set MONOLOC_CODE_COMMIT (and MONOLOC_CODE_DIRTY=0 for a clean tree)
+# so that the grid's unit JSONs record the code that ran.
 # Expects jax with CUDA, flax, optax and orbax installed; wheels of the other
 # dependencies (ml_collections, editdistance, tensorboardX) in .whl/ if missing.
 # Writes logs and figures under $OUT. Each stage has its own time cap.
@@ -16,7 +19,12 @@ STAGES=${*:-env bench main tests prof bench25}
 GRID=${GRID:-table4_authors,table6_authors,table2_authors}
 GRID_RUNS=${GRID_RUNS:-}
 GRID_SEEDS=${GRID_SEEDS:-0,1,2}
-export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+# GRID_WORKERS processes share the GPU, GRID_RUNS dealt out among them round-robin (a
+# decoder step is a few latency-bound kernels, so one process leaves the GPU mostly idle).
+GRID_WORKERS=${GRID_WORKERS:-1}
+TEST_WORKERS=${TEST_WORKERS:-12}
+# Several processes share the one GPU: none may take most of its memory up front.
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 XLA_PYTHON_CLIENT_PREALLOCATE=false
 if [ -d .whl ] && ! python3 -c 'import ml_collections, editdistance, tensorboardX' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
@@ -31,7 +39,7 @@ cap() { local left=$(( END - $(date +%s) - 5 )); echo $(( left < $1 ? (left > 1 
 
 bench() {
   stamp bench "$@"
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(cap 90)" python3 -c "$BENCH" --task=recopy \
+  timeout "$(cap 90)" python3 -c "$BENCH" --task=recopy \
     --model=onestep --train_size=3200 --decode_size=1024 --peak_gflops=67000 "$@" \
     --out=/tmp/bench.json && tr -d '\n ' < /tmp/bench.json >> "$OUT/bench.jsonl" \
     && echo >> "$OUT/bench.jsonl"
@@ -76,8 +84,8 @@ tests)
   # The model, training, sharding and inference tests on the GPU.
   stamp tests
   # SIGINT at the cap: pytest still prints its summary of the failures so far.
-  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda timeout -s INT -k 15 "$(cap 300)" \
-    python3 -m pytest -q -p no:cacheprovider -n 12 -rf --tb=line --durations=20 tests/models_test.py tests/rnn_test.py \
+  JAX_PLATFORMS=cuda timeout -s INT -k 15 "$(cap ${TESTS_CAP:-300})" \
+    python3 -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" -rf --tb=line --durations=20 tests/models_test.py tests/rnn_test.py \
     tests/attention_test.py tests/tapped_scan_test.py tests/dtype_test.py tests/train_test.py \
     tests/sharding_test.py tests/predict_test.py tests/partial_evaluation_test.py \
     tests/transformer_test.py tests/workdir_test.py tests/fidelity_test.py \
@@ -87,11 +95,23 @@ grid)
   # Real grid units on the GPU, each run's seeds in one vmapped program. The carried
   # results/ says which units are done (they are skipped); the unit JSONs written here
   # (backend recorded) come back as grid_results.tgz, to unpack into results/.
-  stamp grid "$GRID" "$GRID_RUNS" "$GRID_SEEDS"
+  stamp grid "$GRID" "$GRID_RUNS" "$GRID_SEEDS" "workers $GRID_WORKERS"
   rm -rf /tmp/gridresults && cp -r results /tmp/gridresults && touch /tmp/gridstart
-  timeout -s INT "$(cap 480)" python3 experiments/reproduce.py --grid="$GRID" \
-    --runs="$GRID_RUNS" --seeds="$GRID_SEEDS" --seeds_per_program=5 \
-    --workdir=/tmp/gridruns --results_dir=/tmp/gridresults 2>&1 | grep -v "^epoch" | tail -n 30
+  IFS=, read -ra runs <<< "$GRID_RUNS"
+  for (( w = 0; w < GRID_WORKERS; w++ )); do
+    mine=""
+    for (( i = w; i < ${#runs[@]}; i += GRID_WORKERS )); do mine+="${mine:+,}${runs[i]}"; done
+    [ "$GRID_WORKERS" -gt 1 ] && [ -z "$mine" ] && continue
+    timeout -s INT "$(cap ${GRID_CAP:-480})" python3 experiments/reproduce.py --grid="$GRID" \
+      --runs="$mine" --seeds="$GRID_SEEDS" --seeds_per_program=5 \
+      --workdir=/tmp/gridruns --results_dir=/tmp/gridresults > "/tmp/grid$w.log" 2>&1 &
+  done
+  wait
+  for (( w = 0; w < GRID_WORKERS; w++ )); do
+    [ -f "/tmp/grid$w.log" ] || continue
+    echo "--- worker $w"; grep -v "^epoch" "/tmp/grid$w.log" | tail -n 12
+    grep "^epoch" "/tmp/grid$w.log" | tail -n 3
+  done | tee "$OUT/grid.txt"
   (cd /tmp/gridresults && find . -name 'seed*.json' -newer /tmp/gridstart -print0 \
      | tar czf "$OUT/grid_results.tgz" --null -T -) ;;
 esac
