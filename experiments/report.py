@@ -8,6 +8,7 @@ in experiments/data/paper_results.md and the optional hand-written
 results/NOTES.md, so it regenerates byte-identically.
 """
 
+import collections
 import json
 import pathlib
 import re
@@ -193,6 +194,9 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
   datas = sorted({r['data'] for r in records})
   commits = sorted({r['code']['commit'][:7] + ('+dirty' if r['code']['dirty'] else '')
                     for r in records})
+  backends = collections.Counter(r.get('versions', {}).get('backend', 'unrecorded')
+                                 for r in records)
+  ran_on = ', '.join(f'{b} {n} unit{"s" * (n != 1)}' for b, n in sorted(backends.items()))
   return (f"Protocol actually run: at most {', '.join(values('max_epochs'))} epochs, early "
           f"stopping after {', '.join(values('early_stop_patience'))} epochs without dev "
           f"improvement, a seed also stops after {', '.join(values('perfect_dev_patience'))} "
@@ -201,7 +205,8 @@ def _protocol(records: Sequence[Mapping[str, Any]]) -> str:
           f"{', '.join(values('dev_metric'))} sequence accuracy on {dev} dev split; "
           f"test splits of {', '.join(map(str, sizes))} samples; seeds that ran: "
           f"{', '.join(map(str, seeds))}; data: {'; '.join(datas)}; code: "
-          f"{', '.join(commits)}. The paper: at most 100 epochs, patience 50, 5 seeds.")
+          f"{', '.join(commits)}; backend: {ran_on}. The paper: at most 100 epochs, patience "
+          f"50, 5 seeds.")
 
 
 def _beside(results, authors_runs: Sequence[Mapping[str, Any]], protocol: Protocol,

@@ -112,20 +112,20 @@ PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 
 def code_commit() -> Dict[str, Any]:
   """The commit of the code that ran, and whether its package/experiments were modified.
 
-  A copied tree without git history (an accelerator machine's copy of the checkout) has
-  its commit from $MONOLOC_CODE_COMMIT, set by whoever copied it, and 'dirty' from
-  $MONOLOC_CODE_DIRTY ('1' or '0')."""
+  $MONOLOC_CODE_COMMIT, where set, names the commit instead, and $MONOLOC_CODE_DIRTY
+  ('1' or '0', default '1') says whether the tree differed from it: a copy of the
+  checkout on an accelerator machine carries no .git, or a stale one, so whoever copied
+  it says what it holds."""
+  if 'MONOLOC_CODE_COMMIT' in os.environ:
+    return {'commit': os.environ['MONOLOC_CODE_COMMIT'],
+            'dirty': os.environ.get('MONOLOC_CODE_DIRTY', '1') != '0'}
   def git(*args):
     try:
       return subprocess.run(['git', '-C', str(REPO), *args], capture_output=True, text=True,
                             check=False).stdout.strip()
     except OSError:  # no git at all
       return ''
-  commit = git('rev-parse', 'HEAD')
-  if not commit:
-    return {'commit': os.environ.get('MONOLOC_CODE_COMMIT', 'unknown'),
-            'dirty': os.environ.get('MONOLOC_CODE_DIRTY', '1') != '0'}
-  return {'commit': commit,
+  return {'commit': git('rev-parse', 'HEAD') or 'unknown',
           'dirty': bool(git('status', '--porcelain', '--', 'monoloc_jax', 'experiments'))}
 
 

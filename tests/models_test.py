@@ -263,10 +263,14 @@ def test_custom_decoder_backward_equals_autodiff(name):
   custom = jax.tree_util.tree_leaves_with_path(r['custom_grads'])
   autodiff = jax.tree_util.tree_leaves(r['grads'])
   assert len(custom) == len(autodiff)
+  # XLA:CPU sums in one fixed order; a GPU's reductions over batch and time take others.
+  # On an H100 (2026-11-27) the worst leaf was RMonoAttn's direction-gate bias: 1.6e-5 of
+  # its own magnitude, a gradient of 1.7e-3 summed from cancelling terms.
+  tolerance = 1e-5 if jax.default_backend() == 'cpu' else 5e-5
   nonzero = 0
   for (path, got), want in zip(custom, autodiff):
-    assert relative_error(got, want) < 1e-5, (jax.tree_util.keystr(path),
-                                              relative_error(got, want))
+    assert relative_error(got, want) < tolerance, (jax.tree_util.keystr(path),
+                                                   relative_error(got, want))
     nonzero += bool(np.any(want != 0))
   assert nonzero > len(custom) // 2
 

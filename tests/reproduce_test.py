@@ -53,7 +53,9 @@ def fixture_results(tmp_path):
   copy = {'test_15': 100.0, 'test_30': 100.0, 'test_100': 100.0}
   write(root, record('table2', 'copy', 'onestep', 0, copy))                 # agrees
   write(root, record('table2', 'copy', 'onestep', 1, copy))
-  write(root, record('table2', 'copy', 'onestep', 2, {**copy, 'test_100': 40.0}))
+  gpu_unit = record('table2', 'copy', 'onestep', 2, {**copy, 'test_100': 40.0})
+  gpu_unit['versions']['backend'] = 'gpu'
+  write(root, gpu_unit)
   write(root, record('table2', 'recopy', 'mono', 0,                         # disagrees
                      {'test_15': 10.0, 'test_30': 0.0, 'test_100': 0.0}, edit=3.5))
   write(root, record('table2', 'lookup', 'relative', 0,
@@ -159,6 +161,7 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert 'copy/content/seed0' in missing_table2 and 'copy/mono/seed1' in missing_table2
   assert 'copy/onestep/seed2' not in missing_table2 and 'recopy/mono/seed0' not in missing_table2
   assert 'at most 30 epochs' in text and 'the full dev split' in text
+  assert 'backend: cpu 4 units, gpu 1 unit.' in text     # Table 2: where its units ran
 
 
 def test_report_tables_follow_the_chosen_protocol(fixture_results):
@@ -577,15 +580,17 @@ def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
   assert fresh == [{'seed': 3, 'test': {}}]
 
 
-def test_code_commit_of_a_copied_tree_comes_from_the_environment(tmp_path, monkeypatch):
-  """A checkout copied without .git (an accelerator machine's copy) records the commit it
-  was given, and counts as dirty unless told otherwise; a real checkout ignores both."""
-  monkeypatch.setattr(reproduce, 'REPO', tmp_path)
+def test_code_commit_can_be_given_by_whoever_copied_the_tree(tmp_path, monkeypatch):
+  """A checkout copied without .git, or with a stale one (an accelerator machine's copy),
+  records the commit it was given, dirty unless told otherwise; without one given it
+  asks git, and outside a repository it says 'unknown'."""
   monkeypatch.delenv('MONOLOC_CODE_COMMIT', raising=False)
   monkeypatch.delenv('MONOLOC_CODE_DIRTY', raising=False)
-  assert reproduce.code_commit() == {'commit': 'unknown', 'dirty': True}
-  monkeypatch.setenv('MONOLOC_CODE_COMMIT', 'abc1234')
-  monkeypatch.setenv('MONOLOC_CODE_DIRTY', '0')
-  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': False}
+  monkeypatch.setattr(reproduce, 'REPO', tmp_path)
+  assert reproduce.code_commit() == {'commit': 'unknown', 'dirty': False}
   monkeypatch.setattr(reproduce, 'REPO', EXPERIMENTS.parent)
   assert reproduce.code_commit()['commit'] not in ('abc1234', 'unknown')
+  monkeypatch.setenv('MONOLOC_CODE_COMMIT', 'abc1234')
+  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': True}
+  monkeypatch.setenv('MONOLOC_CODE_DIRTY', '0')
+  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': False}

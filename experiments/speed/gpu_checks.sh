@@ -4,8 +4,9 @@
 #   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25 grid]
 #
 # Stages may run side by side (two invocations on one machine). The copy of the checkout
-# there has no .git: set MONOLOC_CODE_COMMIT (and MONOLOC_CODE_DIRTY=0 for a clean tree)
-# so that the grid's unit JSONs record the code that ran.
+# there carries the .git of the session's start, not of its last commit: set
+# MONOLOC_CODE_COMMIT=$(git rev-parse HEAD) here (and MONOLOC_CODE_DIRTY=0 for a clean
+# tree) so that the grid's unit JSONs record the code that ran.
 # Expects jax with CUDA, flax, optax and orbax installed; wheels of the other
 # dependencies (ml_collections, editdistance, tensorboardX) in .whl/ if missing.
 # Writes logs and figures under $OUT. Each stage has its own time cap.
