@@ -86,7 +86,7 @@ tests)
   stamp tests
   # SIGINT at the cap: pytest still prints its summary of the failures so far.
   JAX_PLATFORMS=cuda timeout -s INT -k 15 "$(cap ${TESTS_CAP:-300})" \
-    python3 -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" -rf --tb=line --durations=20 tests/models_test.py tests/rnn_test.py \
+    python3 -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" -rf --tb=line --durations=20 --junitxml="$OUT/tests.xml" tests/models_test.py tests/rnn_test.py \
     tests/attention_test.py tests/tapped_scan_test.py tests/dtype_test.py tests/train_test.py \
     tests/sharding_test.py tests/predict_test.py tests/partial_evaluation_test.py \
     tests/transformer_test.py tests/workdir_test.py tests/fidelity_test.py \
