@@ -114,7 +114,16 @@ grid)
     grep "^epoch" "/tmp/grid$w.log" | tail -n 3
   done | tee "$OUT/grid.txt"
   (cd /tmp/gridresults && find . -name 'seed*.json' -newer /tmp/gridstart -print0 \
-     | tar czf "$OUT/grid_results.tgz" --null -T -) ;;
+     | tar czf "$OUT/grid_results.tgz" --null -T -)
+  # A program the cap cut (no results.json yet) comes back as its workdir, one archive
+  # per program (at most 16 MiB each), to resume elsewhere: unpack into a workdir W and
+  # rerun reproduce.py with the same --runs, --seeds and --seeds_per_program, --workdir=W.
+  k=0
+  while IFS= read -r -d '' dir; do
+    [ -f "$dir/results.json" ] && continue
+    tar czf "$OUT/grid_partial$k.tgz" -C /tmp/gridruns "${dir#/tmp/gridruns/}"
+    k=$(( k + 1 ))
+  done < <(find /tmp/gridruns -mindepth 4 -maxdepth 4 -type d -name 'seed*' -print0 2>/dev/null) ;;
 esac
 done
 stamp done
