@@ -173,6 +173,14 @@ def add_test_splits(unit: grids_lib.Unit, splits: Sequence[str], results_dir: pa
   return missing
 
 
+def run_wall_s(results: Mapping[str, Any], this_process_s: float) -> float:
+  """A run's wall seconds over every process that trained it (results.json's
+  `wall_time_s`: a resumed run counts the processes before it too), else the seconds
+  this process spent (results written before that field)."""
+  wall = results.get('wall_time_s')
+  return float(wall) if isinstance(wall, (int, float)) else this_process_s
+
+
 def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_dir: Optional[str],
                 wall_s: float, backend: Optional[str] = None) -> Dict[str, Any]:
   """The small JSON committed for a finished unit (backend: where it trained;
@@ -260,7 +268,7 @@ def run_group(group: Sequence[grids_lib.Unit], base_config, results_dir: pathlib
   path = group_path(group, workdir)
   t0 = time.time()
   results = train.train_and_evaluate(config, str(path))
-  wall = time.time() - t0
+  wall = run_wall_s(results, time.time() - t0)
   history = rundir.read_history(path)
   records = []
   for i, u in enumerate(group):
@@ -280,7 +288,7 @@ def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workd
   config = unit_config(base_config, unit, data_dir)
   t0 = time.time()
   results = train.train_and_evaluate(config, str(unit.path(workdir)))
-  record = unit_record(unit, config, results, data_dir, time.time() - t0)
+  record = unit_record(unit, config, results, data_dir, run_wall_s(results, time.time() - t0))
   write_json_atomic(unit.path(results_dir, '.json'), record)
   return record
 
@@ -354,7 +362,8 @@ def run_units_on_ray(units: Sequence[grids_lib.Unit], base_config, results_dir: 
       failed += 1
       print(f'[{i + 1}/{len(jobs)}] {job.name}: error: {out}', flush=True)
       continue
-    record = unit_record(u, config, out['results'], data_dir, out['wall_s'], out['backend'])
+    record = unit_record(u, config, out['results'], data_dir,
+                         run_wall_s(out['results'], out['wall_s']), out['backend'])
     write_json_atomic(u.path(results_dir, '.json'), record)
     durations.append(out['wall_s'])
     resumed = (f"; resumed from epoch {out['resumed_from_epoch']}"

@@ -594,3 +594,26 @@ def test_code_commit_can_be_given_by_whoever_copied_the_tree(tmp_path, monkeypat
   assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': True}
   monkeypatch.setenv('MONOLOC_CODE_DIRTY', '0')
   assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': False}
+
+
+def test_a_resumed_unit_records_the_wall_time_of_every_process(tmp_path, monkeypatch):
+  """A unit's `wall_time_s` (and a program's) is results.json's total over every process
+  that trained the run, not only the last one's: a run resumed near its end took longer
+  than its last process."""
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  def fake_train(config, workdir):
+    n = config.seeds
+    return {'wall_time_s': 1000.0, 'epochs': 7,
+            'dev': {'best_accuracy_per_seed': [90.0] * n, 'best_epoch_per_seed': [5] * n},
+            'test': {'test_15': {'n': 8, 'per_seed': [{'accuracy': 100.0, 'n': 8}] * n}}}
+  monkeypatch.setattr(train, 'train_and_evaluate', fake_train)
+  base = default.get_config()
+  one = reproduce.run_unit(grid.Unit('table2', 'copy', 'onestep', 0), base, tmp_path / 'r',
+                           tmp_path / 'w', reproduce.DataDirs())
+  assert one['wall_time_s'] == 1000.0
+  pair = reproduce.run_group([grid.Unit('table2', 'copy', 'mono', s) for s in (0, 1)], base,
+                             tmp_path / 'r', tmp_path / 'w', reproduce.DataDirs())
+  assert [r['wall_time_s'] for r in pair] == [500.0, 500.0]
+  assert pair[0]['program'] == {'seeds': [0, 1], 'wall_time_s': 1000.0}
+  assert reproduce.run_wall_s({}, 12.5) == 12.5     # results from before the field
