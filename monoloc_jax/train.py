@@ -50,8 +50,8 @@ class EpochStats(NamedTuple):
   """What the train step accumulates on device during an epoch (no host sync).
 
   loss_sum [N]: summed token cross-entropy; tokens [N]: target tokens counted;
-  first_bad_update [N]: the first update with a non-finite loss (-1 = none);
-  that update was skipped.
+  first_bad_update [N]: the first update with a non-finite loss or gradient
+  (-1 = none); that update was skipped.
   """
   loss_sum: Array
   tokens: Array
@@ -284,8 +284,8 @@ def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
   vmapped, or one after another with `lax.map`; 'auto' picks per backend).
   matmul_precision: the precision of every float32 product, the backward pass's
   included (`precision.MATMUL_PRECISIONS`; config.matmul_precision).
-  A non-finite loss skips that update (params and optimizer state are kept) and
-  is recorded in `EpochStats.first_bad_update`.
+  A non-finite loss or gradient skips that update (params and optimizer state
+  are kept) and is recorded in `EpochStats.first_bad_update`.
   """
   pad = model.pad_id
 
@@ -305,7 +305,10 @@ def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
     (loss, (total, count)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    finite = jnp.isfinite(loss)
+    # A finite loss can still have a non-finite gradient (seen once: MonoAttn on Reverse
+    # Copy, epoch 69, under the authors' procedure); either one skips the update, so no
+    # NaN ever reaches the parameters or a checkpoint.
+    finite = jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(grads))
     keep = lambda new, old: jax.tree_util.tree_map(
         lambda a, b: jnp.where(finite, a, b), new, old)
     bad = jnp.where((stats.first_bad_update < 0) & ~finite, state.num_updates,
@@ -468,7 +471,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
               if ckpt.latest_epoch() is not None else 'no epoch had finished, so no checkpoint')
       writer.close()
       raise errors.MonolocError(
-          f'non-finite loss at epoch {epoch + 1}, step {step_in_epoch} '
+          f'non-finite loss or gradient at epoch {epoch + 1}, step {step_in_epoch} '
           f'(seed {seeds[seed_i]}); training stopped; {kept}')
     train_s = time.time() - t0
     train_time += train_s

@@ -108,15 +108,35 @@ def test_nan_loss_stops_with_epoch_and_step_and_keeps_last_checkpoint(tmp_path, 
     return total * jnp.nan, count
   monkeypatch.setattr(train, 'token_loss', poisoned)
   with pytest.raises(errors.MonolocError,
-                     match=r'non-finite loss at epoch 2, step 1 \(seed 0\); training stopped; '
+                     match=r'non-finite loss or gradient at epoch 2, step 1 \(seed 0\); '
+                           r'training stopped; '
                            r'the last good checkpoint \(epoch 1\) is kept'):
     train.train_and_evaluate(small_config(max_epochs=2), workdir)
   assert checkpointing.Checkpointer(tmp_path / 'checkpoints').latest_epoch() == 1
   assert [r['epoch'] for r in history(tmp_path)] == [1]
 
 
+def test_a_nan_gradient_under_a_finite_loss_skips_the_update_too(tmp_path, monkeypatch):
+  """A loss whose value is finite but whose gradient is NaN stops training at that very
+  step, and no NaN reaches the parameters or the checkpoint. (Before, the update went in,
+  and the next step's loss was the first NaN seen.)"""
+  workdir = str(tmp_path)
+  train.train_and_evaluate(small_config(max_epochs=1), workdir)
+  real_loss = train.token_loss
+  def nan_gradient(logits, targets, pad_id):
+    total, count = real_loss(logits, targets, pad_id)
+    # sqrt at 0: value 0, derivative inf; times 0 gives a NaN gradient, a finite value.
+    return total + 0.0 * jnp.sqrt(0.0 * jnp.sum(logits)), count
+  monkeypatch.setattr(train, 'token_loss', nan_gradient)
+  with pytest.raises(errors.MonolocError,
+                     match=r'non-finite loss or gradient at epoch 2, step 1 \(seed 0\)'):
+    train.train_and_evaluate(small_config(max_epochs=2), workdir)
+  state = checkpointing.Checkpointer(tmp_path / 'checkpoints')
+  assert state.latest_epoch() == 1
+
+
 def test_nan_in_first_epoch_says_no_checkpoint(tmp_path):
-  with pytest.raises(errors.MonolocError, match='non-finite loss at epoch 1.*no checkpoint'):
+  with pytest.raises(errors.MonolocError, match='non-finite loss or gradient at epoch 1.*no checkpoint'):
     train.train_and_evaluate(small_config(learning_rate=1e30), str(tmp_path))
 
 
