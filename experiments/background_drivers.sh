@@ -64,7 +64,7 @@ if [ "$WHICH" = all ]; then
            recopy/onestep_minus_step3:1 lookup/mono:0 dedupe/mono:1 reverse_lookup/onestep:0 \
            recopy/onestep_minus_sigmoid:1 \
            reverse_copy/onestep_minus_sigmoid:2 recopy/onestep_minus_step3:2 dedupe/mono:2 \
-           recopy/onestep_minus_sigmoid:2 reverse_copy/mono:0; do
+           recopy/onestep_minus_sigmoid:2 reverse_copy/mono:0 reverse_lookup/bi_relative:0; do
     $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
         --runs=\${u%%:*} --seeds=\${u##*:}
   done
