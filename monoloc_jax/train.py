@@ -308,7 +308,8 @@ def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
     # A finite loss can still have a non-finite gradient (seen once: MonoAttn on Reverse
     # Copy, epoch 69, under the authors' procedure); either one skips the update, so no
     # NaN ever reaches the parameters or a checkpoint.
-    finite = jnp.isfinite(loss) & jnp.isfinite(optax.tree.norm(grads))
+    finite = jnp.isfinite(loss) & jnp.all(jnp.stack(
+        [jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
     keep = lambda new, old: jax.tree_util.tree_map(
         lambda a, b: jnp.where(finite, a, b), new, old)
     bad = jnp.where((stats.first_bad_update < 0) & ~finite, state.num_updates,
