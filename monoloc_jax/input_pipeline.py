@@ -108,9 +108,14 @@ class Batch(NamedTuple):
 
 def _make_batch(split: EncodedSplit, idx: np.ndarray, src_width: int,
                 tgt_width: int, sos_id: int) -> Batch:
-  """Rows `idx` (-1 = filler row that carries no loss) padded to the given widths."""
+  """Rows `idx` (-1 = filler row that carries no loss) padded to the given widths.
+
+  A filler row repeats the batch's first real row, which the widths were chosen to
+  fit (`random_batch_widths`). Repeating the split's row 0 instead gave a filler row
+  whose src_len exceeded a random batch's source width: its forward pass could turn
+  NaN, and 0 * NaN put a NaN into the gradient."""
   real = idx >= 0
-  safe = np.where(real, idx, 0)
+  safe = np.where(real, idx, idx[real][0] if real.any() else 0)
   src = np.zeros((len(idx), src_width), np.int32)
   n = min(src_width, split.src.shape[1])
   src[:, :n] = split.src[safe, :n]

@@ -389,3 +389,23 @@ def test_test_splits_are_names_and_groups_in_order():
   with pytest.raises(errors.MonolocError, match="unknown test split 'papr' for task 'copy'; "
                      r"valid: test_iid, .* \(or 'paper', 'all'\)"):
     resolve('test_iid,papr')
+
+
+def test_filler_rows_of_a_random_batch_fit_its_widths():
+  """A partial last batch is completed with filler rows. Their src_len and target must fit
+  the widths chosen from the batch's real rows, also when the split's row 0 is its
+  longest example (its row 0 used to be the filler: src_len 10 in a batch of width 8)."""
+  src_len = np.array([10] + [3] * 4)
+  tgt_len = src_len + 1
+  src = np.zeros((5, 10), np.int32)
+  tgt = np.zeros((5, 11), np.int32)
+  for i, (n, m) in enumerate(zip(src_len, tgt_len)):
+    src[i, :n], tgt[i, :m] = 5, 6
+  split = ip.EncodedSplit(src, src_len, tgt, tgt_len, None, 0)
+  batch = ip._make_batch(split, np.array([1, 2, -1, -1]), 8, 8, sos_id=1)   # widths of rows 1, 2
+  assert batch.src.shape == (4, 8)
+  np.testing.assert_array_equal(batch.src_len, [3, 3, 3, 3])
+  assert (batch.tgt_out[2:] == 0).all()                   # filler rows carry no loss
+  for seed in range(20):                                   # whole epochs of random batches
+    for b in ip.train_batches(split, 4, [seed], 0, 0, 1, bucketed=False):
+      assert (b.src_len <= b.src.shape[-1]).all(), (b.src_len, b.src.shape)
