@@ -59,7 +59,8 @@ if [ "$WHICH" = all ]; then
   # three seeds fail under the authors' procedure too; Reverse Lookup / OneStepAttn: its
   # median at lengths 9 and 11 is 87.4, partial, where the paper has 100; Reverse Lookup /
   # Bi-Relative: seeds 0-1 fail under the authors' procedure). Reverse Copy / MonoAttn
-  # comes last: its seed 0 failed, but seeds 1-2 solve, so the row agrees.
+  # comes last: its seed 0 failed, but seeds 1-2 solve, so the row agrees. Units already
+  # collected into results/authors_code/ (on this or an earlier machine) are skipped.
   nohup taskset -c 1 nice -n 5 bash -c "
   for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
            reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
@@ -68,6 +69,7 @@ if [ "$WHICH" = all ]; then
            reverse_copy/onestep_minus_sigmoid:2 recopy/onestep_minus_step3:2 dedupe/mono:2 \
            recopy/onestep_minus_sigmoid:2 reverse_lookup/bi_relative:0 reverse_copy/mono:0; do
     $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
+        --results_dir=$HERE/results \
         --runs=\${u%%:*} --seeds=\${u##*:}
   done
   " >> "$LOGS/authors_code.log" 2>&1 &

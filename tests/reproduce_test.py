@@ -553,7 +553,8 @@ def test_committed_report_is_current():
 def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
   """`run.py --collect` merges: a unit finished on an earlier machine (its workdir gone)
   stays in the JSON; one finished here is added or replaces the same seed; a run with
-  another budget is not mixed in. (Before: the file was rewritten from this machine's
+  another budget is not mixed in, and a queue rerun on a new machine skips the seeds
+  collected under its budget. (Before: the file was rewritten from this machine's
   units only, so seeds 0 and 1 of Copy / -Sigmoid would have been lost.)"""
   import subprocess  # pylint: disable=g-import-not-at-top
   path = tmp_path / 'onestep_minus_sigmoid.json'
@@ -570,14 +571,19 @@ def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
       "[{'seed': 2, 'test': {'long15': 50.0}}, {'seed': 1, 'test': {'long15': 99.0}}])\n"
       'print(json.dumps(seeds))\n'
       "print(json.dumps(run.merged_seeds(pathlib.Path('/nonexistent.json'), 'b', "
-      "[{'seed': 3, 'test': {}}])))\n")
+      "[{'seed': 3, 'test': {}}])))\n"
+      f'print(json.dumps([run.collected_seeds(pathlib.Path({str(path)!r}), b) for b in '
+      f"({budget!r}, '20 epochs, patience 5', 'x')] + "
+      "[run.collected_seeds(pathlib.Path('/nonexistent.json'), 'x')]))\n")
   proc = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                         timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  merged, fresh = (json.loads(line) for line in proc.stdout.strip().splitlines())
+  merged, fresh, collected = (json.loads(line) for line in proc.stdout.strip().splitlines())
   assert merged == [{'seed': 0, 'test': {'long15': 0.0}}, {'seed': 1, 'test': {'long15': 99.0}},
                     {'seed': 2, 'test': {'long15': 50.0}}]
   assert fresh == [{'seed': 3, 'test': {}}]
+  # What a rerun of the queue skips on a new machine: seeds collected under its budget only.
+  assert collected == [[0, 1], [2], [], []]
 
 
 def test_code_commit_can_be_given_by_whoever_copied_the_tree(tmp_path, monkeypatch):

@@ -13,8 +13,9 @@ A unit is one seed (the authors' `--initial_time k --times k+1`) of one
 
 A killed unit resumes from the authors' end-of-epoch checkpoint
 (`--load_checkpoint`; their code does not restore the lr scheduler's state, which
-is recorded in the unit's JSON). A finished unit (their `_test.txt` written) is
-skipped. `--refcode` is a checkout of JRC1995/MonotonicLocationAttention with a
+is recorded in the unit's JSON). A finished unit (their `_test.txt` written, or the
+seed already collected into results/authors_code/ with the same budget on an
+earlier machine, whose workdir is gone) is skipped. `--refcode` is a checkout of JRC1995/MonotonicLocationAttention with a
 virtualenv holding torch, tqdm, nltk and jsonlines at `<refcode>/.venv`
 (see experiments/authors_code/README.md). Nothing of their code is in this repo.
 """
@@ -112,7 +113,29 @@ def final_file(d: pathlib.Path, task: str, variant: str) -> pathlib.Path:
       f'{export_data.DATASETS[task]}_{MODELS[variant]}_seq2seq_test.txt')
 
 
+def budget_label() -> str:
+  """The budget a collected run is filed under (their config's, unless edited)."""
+  return (f'{_EPOCHS.value or 100} epochs, patience {_PATIENCE.value or 50}' +
+          ('' if _EPOCHS.value or _PATIENCE.value else " (the paper's; their config unchanged)"))
+
+
+def collected_seeds(path: pathlib.Path, budget: str) -> List[int]:
+  """Seeds of `path`'s run with this budget (finished on this or an earlier machine)."""
+  if not path.exists():
+    return []
+  return sorted(u['seed'] for run in json.loads(path.read_text()).get('runs', [])
+                if run.get('budget') == budget for u in run['seeds'])
+
+
+def results_path(task: str, variant: str) -> pathlib.Path:
+  return pathlib.Path(_RESULTS.value) / 'authors_code' / task / f'{variant}.json'
+
+
 def run_unit(task: str, variant: str, seed: int) -> None:
+  if seed in collected_seeds(results_path(task, variant), budget_label()):
+    print(f'{task}/{variant}/seed{seed}: done (collected in {results_path(task, variant)})',
+          flush=True)
+    return
   d = prepare(task, variant, seed)
   if final_file(d, task, variant).exists():
     print(f'{task}/{variant}/seed{seed}: done', flush=True)
@@ -170,8 +193,7 @@ def collect(task: str, variant: str, seeds: List[int]) -> None:
   torch_v = subprocess.run([str(pathlib.Path(_REFCODE.value) / '.venv' / 'bin' / 'python'), '-c',
                             'import torch; print(torch.__version__)'], capture_output=True,
                            text=True, check=False).stdout.strip()
-  budget = (f'{_EPOCHS.value or 100} epochs, patience {_PATIENCE.value or 50}' +
-            ('' if _EPOCHS.value or _PATIENCE.value else " (the paper's; their config unchanged)"))
+  budget = budget_label()
   out = {
       'task': task, 'label': variant, 'model': MODELS[variant],
       'source': {'repo': 'JRC1995/MonotonicLocationAttention', 'commit': commit,
@@ -192,7 +214,7 @@ def collect(task: str, variant: str, seeds: List[int]) -> None:
       'runs': [{'budget': budget, 'max_epochs': _EPOCHS.value or 100,
                 'early_stop_patience': _PATIENCE.value or 50, 'seeds': units}],
   }
-  path = pathlib.Path(_RESULTS.value) / 'authors_code' / task / f'{variant}.json'
+  path = results_path(task, variant)
   out['runs'][0]['seeds'] = merged_seeds(path, budget, units)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps(out, indent=1, sort_keys=True) + '\n')
