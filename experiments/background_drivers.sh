@@ -34,7 +34,7 @@ DIS2A=lookup/mono.authors,reverse_lookup/onestep.authors
 # Runs whose seed 0 under the authors' procedure disagrees with the paper (the report with
 # interim='authors'): their seeds 1-2 come before the other runs' seed 0, so that a row that
 # disagrees is known early enough to queue the authors' code on it.
-SEED0_DISAGREES=reverse_copy/mono.authors,reverse_lookup/bi_relative.authors,inv_recopy/mono.authors
+SEED0_DISAGREES=reverse_copy/mono.authors,reverse_lookup/bi_relative.authors,inv_recopy/mono.authors,inv_reverse_recopy/mono.authors
 SAMPLE2A=copy/mono.authors,reverse_copy/onestep.authors,lookup/onestep.authors,recopy/onestep.authors,reverse_recopy/mono.authors,inv_recopy/onestep.authors
 
 # The authors' procedure (the chosen protocol, results/NOTES.md): the disagreeing rows'
