@@ -15,9 +15,9 @@ A killed unit resumes from the authors' end-of-epoch checkpoint
 (`--load_checkpoint`; their code does not restore the lr scheduler's state, which
 is recorded in the unit's JSON). A finished unit (their `_test.txt` written, or the
 seed already collected into results/authors_code/ with the same budget on an
-earlier machine, whose workdir is gone) is skipped. `--refcode` is a checkout of JRC1995/MonotonicLocationAttention with a
-virtualenv holding torch, tqdm, nltk and jsonlines at `<refcode>/.venv`
-(see experiments/authors_code/README.md). Nothing of their code is in this repo.
+earlier machine, whose workdir is gone) is skipped. `--refcode` is a checkout of
+JRC1995/MonotonicLocationAttention with a virtualenv holding torch, tqdm, nltk and
+jsonlines at `<refcode>/.venv` (see experiments/authors_code/README.md). Nothing of their code is in this repo.
 """
 
 import json
@@ -119,12 +119,16 @@ def budget_label() -> str:
           ('' if _EPOCHS.value or _PATIENCE.value else " (the paper's; their config unchanged)"))
 
 
-def collected_seeds(path: pathlib.Path, budget: str) -> List[int]:
-  """Seeds of `path`'s run with this budget (finished on this or an earlier machine)."""
+def collected_units(path: pathlib.Path, budget: str) -> Dict[int, Dict[str, Any]]:
+  """seed -> unit of `path`'s run with this budget (finished on this or an earlier machine)."""
   if not path.exists():
-    return []
-  return sorted(u['seed'] for run in json.loads(path.read_text()).get('runs', [])
-                if run.get('budget') == budget for u in run['seeds'])
+    return {}
+  return {u['seed']: u for run in json.loads(path.read_text()).get('runs', [])
+          if run.get('budget') == budget for u in run['seeds']}
+
+
+def collected_seeds(path: pathlib.Path, budget: str) -> List[int]:
+  return sorted(collected_units(path, budget))
 
 
 def results_path(task: str, variant: str) -> pathlib.Path:
@@ -225,11 +229,7 @@ def merged_seeds(path: pathlib.Path, budget: str, units: List[Dict[str, Any]]
                  ) -> List[Dict[str, Any]]:
   """The seeds of `path`'s run with this budget (units from earlier machines, whose
   workdirs are gone), with `units` (finished here) added or replacing the same seed."""
-  by_seed = {}
-  if path.exists():
-    for run in json.loads(path.read_text()).get('runs', []):
-      if run.get('budget') == budget:
-        by_seed.update({u['seed']: u for u in run['seeds']})
+  by_seed = collected_units(path, budget)
   by_seed.update({u['seed']: u for u in units})
   return [by_seed[k] for k in sorted(by_seed)]
 
