@@ -17,7 +17,8 @@ is recorded in the unit's JSON). A finished unit (their `_test.txt` written, or 
 seed already collected into results/authors_code/ with the same budget on an
 earlier machine, whose workdir is gone) is skipped. `--refcode` is a checkout of
 JRC1995/MonotonicLocationAttention with a virtualenv holding torch, tqdm, nltk and
-jsonlines at `<refcode>/.venv` (see experiments/authors_code/README.md). Nothing of their code is in this repo.
+jsonlines at `<refcode>/.venv` (see experiments/authors_code/README.md). Nothing of
+their code is in this repo.
 """
 
 import json
@@ -128,6 +129,7 @@ def collected_units(path: pathlib.Path, budget: str) -> Dict[int, Dict[str, Any]
 
 
 def collected_seeds(path: pathlib.Path, budget: str) -> List[int]:
+  """The seeds `collected_units` holds, ascending."""
   return sorted(collected_units(path, budget))
 
 
