@@ -23,6 +23,12 @@ GRID_SEEDS=${GRID_SEEDS:-0,1,2}
 # GRID_WORKERS processes share the GPU, GRID_RUNS dealt out among them round-robin (a
 # decoder step is a few latency-bound kernels, so one process leaves the GPU mostly idle).
 GRID_WORKERS=${GRID_WORKERS:-1}
+# The device gets no ../shared. Lookup and Reverse Lookup units read the paper's files only
+# if the caller carries them under GRID_DATA (here: `ln -s ../shared .shared`, ignored in
+# .git/info/exclude, and carry `.shared/data/lookup`); without them reproduce.py generates
+# the reference tables (data_seed 123: the same tables t1..t8, other sampled rows), and the
+# units record that as their data.
+GRID_DATA=${GRID_DATA:-.shared/data}
 TEST_WORKERS=${TEST_WORKERS:-12}
 # Several processes share the one GPU: none may take most of its memory up front.
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -98,13 +104,17 @@ grid)
   # (backend recorded) come back as grid_results.tgz, to unpack into results/.
   stamp grid "$GRID" "$GRID_RUNS" "$GRID_SEEDS" "workers $GRID_WORKERS"
   rm -rf /tmp/gridresults && cp -r results /tmp/gridresults && touch /tmp/gridstart
+  data=()
+  if [ -d "$GRID_DATA/lookup/forward" ]; then data+=(--lookup_data_dir="$GRID_DATA/lookup")
+  else echo "no $GRID_DATA/lookup: Lookup units train on generated tables (data_seed 123)"; fi
+  [ -d "$GRID_DATA/scan/length_split" ] && data+=(--scan_data_dir="$GRID_DATA/scan/length_split")
   IFS=, read -ra runs <<< "$GRID_RUNS"
   for (( w = 0; w < GRID_WORKERS; w++ )); do
     mine=""
     for (( i = w; i < ${#runs[@]}; i += GRID_WORKERS )); do mine+="${mine:+,}${runs[i]}"; done
     [ "$GRID_WORKERS" -gt 1 ] && [ -z "$mine" ] && continue
     timeout -s INT "$(cap ${GRID_CAP:-480})" python3 experiments/reproduce.py --grid="$GRID" \
-      --runs="$mine" --seeds="$GRID_SEEDS" --seeds_per_program=5 \
+      --runs="$mine" --seeds="$GRID_SEEDS" --seeds_per_program=5 "${data[@]}" \
       --workdir=/tmp/gridruns --results_dir=/tmp/gridresults > "/tmp/grid$w.log" 2>&1 &
   done
   wait
