@@ -586,6 +586,30 @@ def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
   assert collected == [[0, 1], [2], [], []]
 
 
+def test_authors_code_epoch_curves_follow_their_log_and_its_resumes():
+  """`run.py --collect` records the authors' code's training loss and dev accuracy per
+  epoch, read from their `<seed>_logs.txt`: an epoch that a resume logs again counts once,
+  with its last figures, and the training summary between the two lines is skipped."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  def summary(k, loss, acc):
+    return (f'\n\nEpoch {k} Summary:\nTraining loss: {loss}; ed: -0.0; accuracy: 50.0; \n\n'
+            f'Validation (normal) loss: 0.02; ed: -0.0; accuracy: {acc}; \n\n')
+  log = (summary(0, 0.5, 93.85) + summary(1, 0.25, 98.45) + '\nLoading checkpoint...\n' +
+         summary(1, 0.125, 97.5) + summary(2, 0.0625, 100.0))
+  script = (
+      'import json, sys\n'
+      f'sys.path.insert(0, {str(EXPERIMENTS / "authors_code")!r})\n'
+      'import run\n'
+      f'print(json.dumps(run.epoch_curves({log!r})))\n'
+      "print(json.dumps(run.epoch_curves('no summary here')))\n")
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  curves, empty = (json.loads(line) for line in proc.stdout.strip().splitlines())
+  assert curves == {'train_loss': [0.5, 0.125, 0.0625], 'dev_accuracy': [93.85, 97.5, 100.0]}
+  assert empty == {'train_loss': [], 'dev_accuracy': []}
+
+
 def test_code_commit_can_be_given_by_whoever_copied_the_tree(tmp_path, monkeypatch):
   """A checkout copied without .git, or with a stale one (an accelerator machine's copy),
   records the commit it was given, dirty unless told otherwise; without one given it

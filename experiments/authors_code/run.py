@@ -167,8 +167,26 @@ def run_unit(task: str, variant: str, seed: int) -> None:
   print(f'{task}/{variant}/seed{seed}: exit {proc.returncode} after {wall:.0f}s', flush=True)
 
 
+def epoch_curves(log_text: str) -> Dict[str, List[float]]:
+  """Their training loss and dev accuracy (%) per epoch, from a unit's `<seed>_logs.txt`.
+
+  Each epoch's summary is `Epoch k Summary:`, then `Training loss: l; …` and
+  `Validation (normal) loss: …; accuracy: a;`. A resumed unit logs the epochs it redoes
+  again; the last entry of an epoch wins. Entry k is their epoch k (0-based), this
+  library's epoch k + 1.
+  """
+  by_epoch: Dict[int, tuple] = {}
+  for epoch, loss, acc in re.findall(
+      r'Epoch (\d+) Summary:\s*\nTraining loss: ([0-9.eE+-]+);[^\n]*\n\s*'
+      r'Validation \(normal\) loss: [^\n]*?accuracy: ([0-9.eE+-]+);', log_text):
+    by_epoch[int(epoch)] = (round(float(loss), 6), round(float(acc), 4))
+  epochs = sorted(by_epoch)
+  return {'train_loss': [by_epoch[k][0] for k in epochs],
+          'dev_accuracy': [by_epoch[k][1] for k in epochs]}
+
+
 def parse_unit(d: pathlib.Path, task: str, variant: str, seed: int) -> Optional[Dict[str, Any]]:
-  """Test accuracies, epochs taken and epochs run of one finished unit."""
+  """Test accuracies, epochs taken, epochs run and per-epoch curves of one finished unit."""
   final = final_file(d, task, variant)
   if not final.exists():
     return None
@@ -181,11 +199,12 @@ def parse_unit(d: pathlib.Path, task: str, variant: str, seed: int) -> Optional[
     test[ours.get(key, key)] = float(acc)     # under this library's split names
   log = d / 'experiments' / 'logs' / (
       f'{export_data.DATASETS[task]}_{MODELS[variant]}_seq2seq') / f'{seed}_logs.txt'
-  epochs = len(re.findall(r'\nEpoch \d+ Summary', log.read_text())) if log.exists() else None
+  log_text = log.read_text() if log.exists() else ''
+  epochs = len(re.findall(r'\nEpoch \d+ Summary', log_text)) if log.exists() else None
   resumed = (d / 'run.log').read_text().count('--load_checkpoint') if (d / 'run.log').exists() \
       else 0
   return {'seed': seed, 'test': test, 'best_dev_epoch': int(taken.group(1)) if taken else None,
-          'epochs_run': epochs, 'resumes': resumed}
+          'epochs_run': epochs, 'resumes': resumed, **epoch_curves(log_text)}
 
 
 def collect(task: str, variant: str, seeds: List[int]) -> None:
