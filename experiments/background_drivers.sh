@@ -18,7 +18,9 @@
 # its thread pool to it; two pinned processes per core ran 1.4x the throughput of two
 # unpinned ones, BUILD_NOTES §4.1.0), and nice sets the priorities: the authors'
 # procedure (one worker per core) and the authors' code first, the Transformer grid next,
-# the library procedure's remaining Table 4/6 seeds last.
+# the library procedure's remaining Table 4/6 seeds last. Each driver is its own process
+# group (setsid), so one can be stopped with `kill -- -<its pgid>` (ps -eo pid,pgid,args)
+# without stopping the others.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERE=$(pwd)
@@ -48,7 +50,7 @@ SAMPLE2A=copy/mono.authors,reverse_copy/onestep.authors,lookup/onestep.authors,r
 # locks keep each unit to one worker.
 for core in 0 1; do
   [ "$WHICH" = code ] && break
-  nohup taskset -c $core nice -n $((core == 0 ? 10 : 5)) bash -c "
+  nohup setsid taskset -c $core nice -n $((core == 0 ? 10 : 5)) bash -c "
   $R --grid=table4_authors --runs=$DIS4A --seeds=1,2 --workdir=$RUNS/runs-authors
   $R --grid=table6_authors --runs=dedupe/mono.authors --seeds=1,2 --workdir=$RUNS/runs-authors
   $R --grid=table2_authors --runs=$SAMPLE2A --seeds=0,1,2 --workdir=$RUNS/runs-authors
@@ -71,7 +73,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # the other rows that have one. Reverse Copy / MonoAttn
   # comes last: its seed 0 failed, but seeds 1-2 solve, so the row agrees. Units already
   # collected into results/authors_code/ (on this or an earlier machine) are skipped.
-  nohup taskset -c 1 nice -n 5 bash -c "
+  nohup setsid taskset -c 1 nice -n 5 bash -c "
   for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
            reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
            recopy/onestep_minus_step3:1 lookup/mono:0 dedupe/mono:1 reverse_lookup/onestep:0 \
@@ -92,14 +94,14 @@ fi
 
 # The Transformer grid, seed by seed (the last open issue in the order: what the
 # authors' procedure leaves), one worker per core.
-nohup taskset -c 1 nice -n 12 bash -c "
+nohup setsid taskset -c 1 nice -n 12 bash -c "
 for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 " >> "$LOGS/transformer.log" 2>&1 &
 
 # Core 0's last share: the Transformer grid's second worker, then what no open issue needs:
 # the library procedure's remaining Table 4/6 seeds (its disagreeing rows' seeds 1-2 are
 # done) and Table 7's seed 0 (library procedure only).
-nohup taskset -c 0 nice -n 19 bash -c "
+nohup setsid taskset -c 0 nice -n 19 bash -c "
 for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 $R --grid=table4,table6 --seeds=1,2 --workdir=$RUNS/runs-lib
 $R --grid=table7 --seeds=0 --workdir=$RUNS/runs-lib
