@@ -70,16 +70,17 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # of their code yet first. Then Inv Reverse ReCopy / MonoAttn's seeds 1-2: their code's
   # seed 0 solves it (99.9 at length 100), the only row where it parts from the authors'
   # procedure, so whether that is a solve rate needs more of its seeds. Then more seeds of
-  # the other rows that have one. Reverse Copy / MonoAttn
-  # comes last: its seed 0 failed, but seeds 1-2 solve, so the row agrees. Units already
-  # collected into results/authors_code/ (on this or an earlier machine) are skipped.
+  # the other rows that have one. Reverse Copy / MonoAttn comes last: its seed 0 failed,
+  # but seeds 1-2 solve, so the row agrees. Units already collected into
+  # results/authors_code/ (on this or an earlier machine) are skipped.
   nohup setsid taskset -c 1 nice -n 5 bash -c "
   for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
            reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
            recopy/onestep_minus_step3:1 lookup/mono:0 dedupe/mono:1 reverse_lookup/onestep:0 \
            recopy/onestep_minus_sigmoid:1 reverse_copy/onestep_minus_sigmoid:2 \
            reverse_lookup/bi_relative:0 inv_reverse_recopy/mono:0 \
-           inv_reverse_recopy/mono:1 inv_reverse_recopy/mono:2 recopy/onestep_minus_step3:2 dedupe/mono:2 recopy/onestep_minus_sigmoid:2 \
+           inv_reverse_recopy/mono:1 inv_reverse_recopy/mono:2 \
+           recopy/onestep_minus_step3:2 dedupe/mono:2 recopy/onestep_minus_sigmoid:2 \
            reverse_copy/mono:0; do
     $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
         --results_dir=$HERE/results \
