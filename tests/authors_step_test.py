@@ -14,25 +14,14 @@ gradient's scale) must equal theirs mapped the same way, within float32 rounding
 Seven variants: Content, OneStepAttn, MonoAttn, LocAttn, LocAttn S, Mix LocAttn and
 RMonoAttn (each costs one XLA compile of the train step, ~5 s on CPU).
 
-The mapping (their `encoder_decoder.<name>` -> ours), found by reading both codes:
-  * torch Linear/GRU weights [out, in] are our kernels [in, out] (transposed);
-    GRU gates are (r, z, n) in both, and our decoder GRU's input kernel is
-    [embedding rows; context rows] as their `cat([input, c])`;
-  * embedding rows and the output bias are permuted between the vocabularies
-    (theirs: task tokens then <sos> <unk> <eos> <pad>; ours: <pad> <sos> <eos>
-    <unk> then the task tokens);
-  * Wsigma [1, d, 1], Wrho [1, d, K] are our sigma_kernel [d, 1], rho_kernel [d, K];
-  * MonoAttn: their step = s relu + (1 - s) sigmoid(5 rho) with s = sigmoid(step_bias),
-    ours g sigmoid(5 rho) + (1 - g) relu with g = sigmoid(gate_logit): gate_logit
-    = -step_bias (Adam is odd in the gradient, so the step maps the same way);
-  * arrays of theirs that their forward never reads (no gradient, not updated) have
-    no counterpart: the decoder's `h0` always, `step_bias` of the OneStep and RMono
-    attention;
-  * our sigma read-out bias is off (`sigma_bias=False`, theirs has none) and Eq. 9's
-    normaliser is theirs (`location_normaliser='authors_code'`).
+The mapping of their parameters into ours is experiments/authors_code/weights.py's;
+our sigma read-out bias is off (`sigma_bias=False`, theirs has none) and Eq. 9's
+normaliser is theirs (`location_normaliser='authors_code'`).
 """
 
 import pathlib
+import sys
+import types
 
 import jax
 import jax.numpy as jnp
@@ -48,46 +37,13 @@ from monoloc_jax import train
 from monoloc_jax.configs import default
 from monoloc_jax.vocab import Vocabulary
 
+AUTHORS_CODE = pathlib.Path(__file__).resolve().parents[1] / 'experiments' / 'authors_code'
+sys.path.insert(0, str(AUTHORS_CODE))
+import weights  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 DATA = pathlib.Path(__file__).parent / 'data'
 ALL_VARIANTS = ('content', 'onestep', 'mono', 'locattn', 'locattn_s', 'mix_locattn', 'rmono')
 
-T = lambda x: x.T                       # torch [out, in] -> our kernel [in, out]
-SAME = lambda x: x
-# their name (after 'encoder_decoder.') -> (our path, their array -> ours).
-MAPPING = {
-    'START': (('start',), SAME),
-    'END': (('end',), SAME),
-    'embed_layer.weight': (('embedding',), 'vocab'),
-    'output_map.bias': (('vocab_bias',), 'vocab'),
-    'out_linear1.weight': (('out_kernel',), T),
-    'out_linear1.bias': (('out_bias',), SAME),
-    'decodercell.weight_ih': (('decoder_0', 'w_i'), T),
-    'decodercell.weight_hh': (('decoder_0', 'w_h'), T),
-    'decodercell.bias_ih': (('decoder_0', 'b_i'), SAME),
-    'decodercell.bias_hh': (('decoder_0', 'b_h'), SAME),
-    'value_transform.weight': (('cross_attention', 'inter_value', 'kernel'), T),
-    'value_transform.bias': (('cross_attention', 'inter_value', 'bias'), SAME),
-    'dir_gater.weight': (('cross_attention', 'direction', 'kernel'), T),
-    'dir_gater.bias': (('cross_attention', 'direction', 'bias'), SAME),
-    'attention_layer.value_linear.weight': (('cross_attention', 'value', 'kernel'), T),
-    'attention_layer.head_compose_linear.weight': (('cross_attention', 'out'), T),
-    'attention_layer.query_linear.weight': (('cross_attention', 'query'), T),
-    'attention_layer.key_linear.weight': (('cross_attention', 'key'), T),
-    'attention_layer.position_state_linear.weight': (('cross_attention', 'loc_kernel'), T),
-    'attention_layer.position_state_linear.bias': (('cross_attention', 'loc_bias'), SAME),
-    'attention_layer.Wsigma': (('cross_attention', 'sigma_kernel'), lambda x: x[0]),
-    'attention_layer.Wrho': (('cross_attention', 'rho_kernel'), lambda x: x[0]),
-    'attention_layer.step_bias': (('cross_attention', 'gate_logit'), lambda x: -x[0]),
-    'attention_layer.mix_scorer.weight': (('cross_attention', 'mix_kernel'), T),
-    'attention_layer.mix_scorer.bias': (('cross_attention', 'mix_bias'), lambda x: x[0]),
-}
-for _suffix, _ours in (('', 'fwd_0'), ('_reverse', 'bwd_0')):
-  MAPPING.update({
-      f'encoder.weight_ih_l0{_suffix}': (('encoder', _ours, 'w_i'), T),
-      f'encoder.weight_hh_l0{_suffix}': (('encoder', _ours, 'w_h'), T),
-      f'encoder.bias_ih_l0{_suffix}': (('encoder', _ours, 'b_i'), SAME),
-      f'encoder.bias_hh_l0{_suffix}': (('encoder', _ours, 'b_h'), SAME),
-  })
 FAST = compile_options.fast()
 
 
@@ -95,39 +51,14 @@ def load(variant):
   """The fixture: its scalars and batch, and {before, grad, after, exp_avg, exp_avg_sq}:
   {their name: array}."""
   d = dict(np.load(DATA / f'authors_step_{variant}.npz'))
-  names, shapes = [str(n) for n in d['names']], [str(s) for s in d['shapes']]
-  arrays = {}
-  for which in ('before', 'grad', 'after', 'exp_avg', 'exp_avg_sq'):
-    flat, out, i = d[which], {}, 0
-    for name, shape in zip(names, shapes):
-      shape = tuple(int(s) for s in shape.split(',')) if shape else ()
-      n = int(np.prod(shape))
-      out[name.removeprefix('encoder_decoder.')] = flat[i:i + n].reshape(shape)
-      i += n
-    assert i == flat.size
-    arrays[which] = out
+  arrays = {which: weights.unflatten(d[which], d['names'], d['shapes'])
+            for which in ('before', 'grad', 'after', 'exp_avg', 'exp_avg_sq')}
   return d, arrays
 
 
 def unused(arrays):
   """Their arrays that have no gradient (never read by their forward pass)."""
   return sorted(k for k, g in arrays['grad'].items() if np.isnan(g).all())
-
-
-def to_ours(theirs, perm, skip=()):
-  """Their arrays -> our nested parameter dict. perm[i]: their id of our token i."""
-  out = {}
-  for name, x in theirs.items():
-    if name in skip:
-      continue
-    path, fn = MAPPING[name]
-    x = np.asarray(x)[perm] if fn == 'vocab' else fn(np.asarray(x))
-    node = out
-    for key in path[:-1]:
-      node = node.setdefault(key, {})
-    assert path[-1] not in node, path
-    node[path[-1]] = np.asarray(x, np.float32)
-  return out
 
 
 def flat_items(tree):
@@ -145,7 +76,7 @@ def setup(variant, learning_rate=1e-3, grad_clip=5.0):
   their_vocab = [str(t) for t in d['vocab']]
   vocab = Vocabulary.from_tokens(t for t in their_vocab if not t.startswith('<'))
   assert sorted(vocab.tokens) == sorted(their_vocab)
-  perm = np.array([their_vocab.index(t) for t in vocab.tokens])
+  perm = weights.vocab_perm(their_vocab, vocab.tokens)
 
   embed, _, hidden, qk, value = (int(x) for x in d['dims'])
   c = default.get_config()
@@ -222,7 +153,7 @@ def test_one_training_step_equals_the_authors_code(variant):
   assert 'h0' in skip and set(skip) <= {'h0', 'attention_layer.step_bias'}, skip
   for name in skip:                        # not updated either
     np.testing.assert_array_equal(arrays['after'][name], arrays['before'][name])
-  params = to_ours(arrays['before'], perm, skip)
+  params = weights.to_ours(arrays['before'], perm, skip)
   # Every array of our model has exactly one counterpart of theirs.
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), batch.src, batch.src_len,
                           batch.tgt_in)['params']
@@ -239,7 +170,7 @@ def test_one_training_step_equals_the_authors_code(variant):
   global_norm = np.sqrt(sum(np.sum(np.square(g, dtype=np.float64))
                             for g in flat_items(grads).values()))
   assert global_norm == pytest.approx(norm, rel=1e-4)
-  their = {k: flat_items(to_ours(arrays[k], perm, skip))
+  their = {k: flat_items(weights.to_ours(arrays[k], perm, skip))
            for k in ('grad', 'after', 'exp_avg', 'exp_avg_sq')}
   for key, g in flat_items(grads).items():
     np.testing.assert_allclose(g, their['grad'][key], rtol=1e-3, atol=1e-5 * norm,
@@ -276,3 +207,31 @@ def test_one_training_step_equals_the_authors_code(variant):
     sensitive += (~settled).sum()
     total += change.size
   assert moved > 0.95 * total and sensitive < 0.02 * total, (moved, sensitive, total)
+
+
+def test_trajectory_script_replays_a_trace_of_the_authors_code(tmp_path):
+  """experiments/authors_code/trajectory.py's `ours` side, on a one-update trace made of
+  the MonoAttn fixture: it reads the sizes off their arrays, maps the weights, encodes
+  their rows in our vocabulary, and its first update's loss is theirs."""
+  import json
+  import trajectory  # pylint: disable=g-import-not-at-top
+  d, arrays = load('mono')
+  rows = [dict(src=str(s).split('\x1f'), trg=str(t).split('\x1f'))
+          for s, t in zip(d['src'], d['trg'])]
+  (tmp_path / 'dev_normal.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+  trace = tmp_path / 'trace.npz'
+  np.savez(trace, names=d['names'], shapes=d['shapes'], before=d['before'],
+           unused=np.array(unused(arrays)), vocab=d['vocab'], src=d['src'], trg=d['trg'],
+           sizes=np.array([len(rows)]), losses=np.array([float(d['loss'])]),
+           dev_at=np.array([1]), dev_acc=np.array([0.0]), dropout=np.float64(0.0),
+           their_model=d['their_model'], dataset=np.array('copy'), time=np.int64(0))
+  assert trajectory.sizes_of(arrays['before']) == dict(zip(
+      ('embed_dim', 'hidden_dim', 'value_dim'), (int(x) for x in d['dims'][[0, 2, 4]])))
+  out = tmp_path / 'out.json'
+  trajectory.run_ours(types.SimpleNamespace(
+      data=str(tmp_path), trace=str(trace), variant='mono', seed=0, apart=1e-3,
+      eval_every=50, out=str(out)))
+  got = json.loads(out.read_text())
+  assert got['updates'] == 1 and got['dev_at'] == [1] and len(got['dev_ours']) == 1
+  assert got['loss_ours'][0] == pytest.approx(float(d['loss']), rel=1e-5)
+  assert got['first_update_apart'] is None

@@ -87,21 +87,27 @@ EXAMPLES = (
 )
 
 
-def their_config(model_name: str, vocab2idx):
-  """Their config dict for `model_name`, as train.py + load_data build it, at the tiny size."""
+def full_config(dataset: str, model_name: str, vocab2idx):
+  """Their config dict for `model_name` on `dataset`, as train.py + load_data build it."""
   from configs.configLoader import load_config
-  args = types.SimpleNamespace(dataset='copy', model=model_name, model_type='seq2seq')
+  args = types.SimpleNamespace(dataset=dataset, model=model_name, model_type='seq2seq')
   config = load_config(args)
-  config.update(embd_dim=EMBED, encoder_hidden_size=ENC_HIDDEN,
-                decoder_hidden_size=DEC_HIDDEN, qk_head_dim=QK, inter_value_size=VALUE,
-                v_head_dim=DEC_HIDDEN, dropout=0.0, attn_dropout=0.0,
-                position_max_len=64, train_batch_size=len(EXAMPLES))
   # What utils/data_utils.load_data adds.
   config.update(idx2vocab={i: t for t, i in vocab2idx.items()}, vocab2idx=vocab2idx,
                 UNK_id=vocab2idx['<unk>'], SEP_id=None, PAD_id=vocab2idx['<pad>'],
                 EOS_id=vocab2idx['<eos>'], vocab_len=len(vocab2idx),
                 SOS_id=vocab2idx['<sos>'])
   config['generate'] = False          # train.py sets this before training
+  return config
+
+
+def their_config(model_name: str, vocab2idx):
+  """`full_config` of their Copy config for `model_name`, at the tiny size."""
+  config = full_config('copy', model_name, vocab2idx)
+  config.update(embd_dim=EMBED, encoder_hidden_size=ENC_HIDDEN,
+                decoder_hidden_size=DEC_HIDDEN, qk_head_dim=QK, inter_value_size=VALUE,
+                v_head_dim=DEC_HIDDEN, dropout=0.0, attn_dropout=0.0,
+                position_max_len=64, train_batch_size=len(EXAMPLES))
   return config
 
 
