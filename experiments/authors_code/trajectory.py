@@ -268,9 +268,13 @@ def main():
                       help='relative loss difference reported as "apart" (ours side)')
   parser.add_argument('--out', default='', help='JSON of both trajectories (ours side)')
   args = parser.parse_args()
-  for name in ('data',):
-    if not pathlib.Path(getattr(args, name)).is_dir():
-      sys.exit(f'error: --{name} {getattr(args, name)} is not a folder')
+  if not (pathlib.Path(args.data) / 'train.jsonl').is_file():
+    sys.exit(f'error: --data {args.data} has no train.jsonl; give a processed_data/<dataset> '
+             'folder as export_data.py writes it')
+  if args.side == 'authors' and not (pathlib.Path(args.refcode) / 'train.py').is_file():
+    sys.exit(f'error: --refcode {args.refcode} is not a checkout of the authors\' code')
+  if args.side == 'ours' and not pathlib.Path(args.trace).is_file():
+    sys.exit(f'error: --trace {args.trace} does not exist; run the authors side first')
   (run_authors if args.side == 'authors' else run_ours)(args)
 
 
