@@ -20,7 +20,11 @@
 # procedure (one worker per core) and the authors' code first, the Transformer grid next,
 # the library procedure's remaining Table 4/6 seeds last. Each driver is its own process
 # group (setsid), so one can be stopped with `kill -- -<its pgid>` (ps -eo pid,pgid,args)
-# without stopping the others.
+# without stopping the others. A new session is also a new scheduler autogroup, and with
+# autogroups on (kernel.sched_autogroup_enabled) nice only ranks processes within their
+# own group: every driver, and a CI run beside them, then gets an equal share whatever
+# its nice (seen: CI at a third of its speed). So each driver also gives its autogroup
+# its nice (`$AUTOGROUP`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERE=$(pwd)
@@ -32,6 +36,8 @@ WHICH=${1:-all}
 case "$WHICH" in all|jax|authors|code) ;; *)
   echo "error: unknown driver set '$WHICH'; use all, jax, authors or code" >&2; exit 2;;
 esac
+# Give the autogroup of the driver this starts the nice value of that driver (see above).
+AUTOGROUP='n=$(ps -o ni= -p $$); echo $n > /proc/self/autogroup 2>/dev/null || true'
 R="env PYTHONPATH=$SRC $PY $SRC/experiments/reproduce.py --results_dir=$HERE/results"
 DIS4=copy/onestep_minus_sigmoid,reverse_copy/onestep_minus_sigmoid,recopy/onestep_minus_step3,recopy/onestep_minus_sigmoid,reverse_recopy/onestep_minus_step3,reverse_recopy/onestep_minus_sigmoid
 DIS4A=$(echo "$DIS4" | sed 's/\([a-z0-9_]*\)\(,\|$\)/\1.authors\2/g')
@@ -51,6 +57,7 @@ SAMPLE2A=copy/mono.authors,reverse_copy/onestep.authors,lookup/onestep.authors,r
 for core in 0 1; do
   [ "$WHICH" = code ] && break
   nohup setsid taskset -c $core nice -n $((core == 0 ? 10 : 5)) bash -c "
+  $AUTOGROUP
   $R --grid=table4_authors --runs=$DIS4A --seeds=1,2 --workdir=$RUNS/runs-authors
   $R --grid=table6_authors --runs=dedupe/mono.authors --seeds=1,2 --workdir=$RUNS/runs-authors
   $R --grid=table2_authors --runs=$SAMPLE2A --seeds=0,1,2 --workdir=$RUNS/runs-authors
@@ -74,6 +81,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # but seeds 1-2 solve, so the row agrees. Units already collected into
   # results/authors_code/ (on this or an earlier machine) are skipped.
   nohup setsid taskset -c 1 nice -n 5 bash -c "
+  $AUTOGROUP
   for u in recopy/onestep_minus_sigmoid:0 reverse_recopy/onestep_minus_step3:0 \
            reverse_recopy/onestep_minus_sigmoid:0 reverse_copy/onestep_minus_sigmoid:1 \
            recopy/onestep_minus_step3:1 lookup/mono:0 dedupe/mono:1 reverse_lookup/onestep:0 \
@@ -96,6 +104,7 @@ fi
 # The Transformer grid, seed by seed (the last open issue in the order: what the
 # authors' procedure leaves), one worker per core.
 nohup setsid taskset -c 1 nice -n 12 bash -c "
+  $AUTOGROUP
 for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 " >> "$LOGS/transformer.log" 2>&1 &
 
@@ -103,6 +112,7 @@ for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transf
 # the library procedure's remaining Table 4/6 seeds (its disagreeing rows' seeds 1-2 are
 # done) and Table 7's seed 0 (library procedure only).
 nohup setsid taskset -c 0 nice -n 19 bash -c "
+  $AUTOGROUP
 for s in 0 1 2; do $R --grid=transformer --seeds=\$s --workdir=$RUNS/runs-transformer; done
 $R --grid=table4,table6 --seeds=1,2 --workdir=$RUNS/runs-lib
 $R --grid=table7 --seeds=0 --workdir=$RUNS/runs-lib
