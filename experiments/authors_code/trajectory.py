@@ -161,6 +161,7 @@ def run_ours(args):
   sys.path.insert(0, str(HERE))
   import jax
   import jax.numpy as jnp
+  from monoloc_jax import inference
   from monoloc_jax import input_pipeline as ip
   from monoloc_jax import models
   from monoloc_jax import train as train_lib
@@ -208,30 +209,25 @@ def run_ours(args):
   state = train_lib.TrainState(one(params), one(tx.init(params)), jnp.zeros((1,), jnp.int32),
                                key[None])
 
-  @jax.jit
-  def dev_correct(p):
-    out = model.apply({'params': p}, dev_batch.src, dev_batch.src_len, dev_batch.tgt_in)
-    pad = dev_batch.tgt_out == vocab.pad_id
-    return jnp.sum(jnp.all((jnp.argmax(out.logits, -1) == dev_batch.tgt_out) | pad, axis=1))
-
-  first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
-  losses, dev_acc = [], []
+  teacher_forced = inference.make_eval_programs(model).teacher_forced_accuracy
+  losses, dev_acc = [], []      # losses: device scalars, read at each dev evaluation
   dev_at = [int(s) for s in d['dev_at']]
   start = time.time()
   for step in range(len(d['sizes'])):
     lo, hi = bounds[step], bounds[step + 1]
     batch = encode(src_rows[lo:hi], trg_rows[lo:hi], ws, wt, batch_size)
     state, stats = programs.train_step(state, one(batch), train_lib.EpochStats.zeros(1))
-    losses.append(float(stats.loss_sum[0] / stats.tokens[0]))
+    losses.append(stats.loss_sum[0] / stats.tokens[0])
     if step + 1 in dev_at:
-      dev_acc.append(100.0 * float(dev_correct(first(state.params))) / len(dev))
+      losses = [float(x) for x in losses]
+      dev_acc.append(100.0 * float(np.mean(teacher_forced(state.params, dev_batch))))
       i = dev_at.index(step + 1)
       print(f'step {step + 1:4d}  loss ours {np.mean(losses[-args.eval_every:]):.4f} '
             f'theirs {np.mean(d["losses"][max(0, step + 1 - args.eval_every):step + 1]):.4f}'
             f'  dev ours {dev_acc[-1]:.2f}% theirs {float(d["dev_acc"][i]):.2f}%'
             f'  {time.time() - start:.0f}s', flush=True)
   theirs_loss = np.asarray(d['losses'], np.float64)
-  ours_loss = np.asarray(losses)
+  ours_loss = np.asarray([float(x) for x in losses])
   rel = np.abs(ours_loss - theirs_loss) / theirs_loss
   first_apart = int(np.argmax(rel > args.apart)) + 1 if (rel > args.apart).any() else None
   out = {
