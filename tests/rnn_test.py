@@ -16,20 +16,11 @@ import pytest
 from monoloc_jax import attention
 from monoloc_jax import rnn
 
-TOL = dict(atol=1e-5, rtol=1e-5)
-
-
-def assert_close(actual, expected):
-  np.testing.assert_allclose(np.asarray(actual, np.float64),
-                             np.asarray(expected, np.float64), **TOL)
-
-
-def normal(rng, *shape, scale=1.0):
-  return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def f64(x):
-  return np.asarray(x, np.float64)
+from kernel_checks import assert_close
+from kernel_checks import check_jit_vmap_grad
+from kernel_checks import f64
+from kernel_checks import random_lengths
+from kernel_checks import normal
 
 
 def sig(v):
@@ -149,16 +140,10 @@ def test_bidirectional_gru_unchanged_by_extra_padding(extra):
 # ===========================================================================
 # The kernels under jax.jit, jax.vmap and jax.grad.
 # ===========================================================================
-def _lengths(rng, batch=3, max_len=6):
-  lengths = rng.integers(1, max_len + 1, batch).astype(np.int32)
-  lengths[0] = max_len
-  return lengths
-
-
 def _bigru_case():
   def make(rng):
     fw, bw = torch_gru_weights(rng, 3, 4), torch_gru_weights(rng, 3, 4)
-    return (normal(rng, 3, 6, 12), normal(rng, 3, 6, 12), _lengths(rng),
+    return (normal(rng, 3, 6, 12), normal(rng, 3, 6, 12), random_lengths(rng),
             (fw[1].T, fw[3]), (bw[1].T, bw[3]))
   return rnn.bidirectional_gru, make
 
@@ -170,40 +155,10 @@ TRANSFORM_CASES = {
 }
 
 
-def _tree_close(actual, expected):
-  a_leaves, a_def = jax.tree_util.tree_flatten(actual)
-  e_leaves, e_def = jax.tree_util.tree_flatten(expected)
-  assert a_def == e_def
-  for a, e in zip(a_leaves, e_leaves):
-    assert_close(a, e)
-
-
-def _is_float(x):
-  return jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
-
-
 @pytest.mark.parametrize('name', sorted(TRANSFORM_CASES))
 def test_kernel_under_jit_vmap_grad(name):
   fn, make = TRANSFORM_CASES[name]
-  args = make(np.random.default_rng(0))
-  eager = fn(*args)
-  _tree_close(jax.jit(fn)(*args), eager)
-
-  batch = [make(np.random.default_rng(seed)) for seed in (1, 2, 3)]
-  stacked = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *batch)
-  mapped = jax.jit(jax.vmap(fn))(*stacked)
-  for k, one in enumerate(batch):
-    _tree_close(jax.tree_util.tree_map(lambda v: v[k], mapped), fn(*one))
-
-  def scalar(*a):
-    leaves = jax.tree_util.tree_leaves(fn(*a))
-    return sum(jnp.sum(jnp.sin(leaf)) for leaf in leaves if _is_float(leaf))
-  grads = jax.jit(jax.grad(scalar, argnums=tuple(range(len(args))), allow_int=True))(*args)
-  float_grads = [g for g, a in zip(jax.tree_util.tree_leaves(grads),
-                                   jax.tree_util.tree_leaves(args)) if _is_float(a)]
-  for g in float_grads:
-    assert np.all(np.isfinite(np.asarray(g)))
-  assert any(np.any(np.asarray(g) != 0) for g in float_grads)
+  check_jit_vmap_grad(fn, make)
 
 
 def test_time_major_bidirectional_gru_equals_batch_major():
