@@ -21,8 +21,8 @@ from monoloc_jax import variants
 from kernel_checks import assert_close
 from kernel_checks import check_jit_vmap_grad
 from kernel_checks import f64
-from kernel_checks import random_lengths
 from kernel_checks import normal
+from kernel_checks import random_lengths
 from kernel_checks import uniform
 
 
@@ -743,8 +743,7 @@ TRANSFORM_CASES = {
 @pytest.mark.parametrize('name', sorted(TRANSFORM_CASES))
 def test_kernel_under_jit_vmap_grad(name):
   fn, make = TRANSFORM_CASES[name]
-  # The step size and normaliser kernels are flat in their float inputs here.
-  check_jit_vmap_grad(fn, make, nonzero_grad=not name.startswith(('stepsize', 'normalized')))
+  check_jit_vmap_grad(fn, make)
 
 
 @pytest.mark.parametrize('mu', [0.5, 1.0, 1.3, 2.0, 1e3, -5.0])

@@ -19,8 +19,8 @@ from monoloc_jax import rnn
 from kernel_checks import assert_close
 from kernel_checks import check_jit_vmap_grad
 from kernel_checks import f64
-from kernel_checks import random_lengths
 from kernel_checks import normal
+from kernel_checks import random_lengths
 
 
 def sig(v):
