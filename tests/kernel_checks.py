@@ -50,12 +50,10 @@ def _is_float(x) -> bool:
   return jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
 
 
-def check_jit_vmap_grad(fn: Callable, make: Callable[[np.random.Generator], Any],
-                        nonzero_grad: bool = True):
+def check_jit_vmap_grad(fn: Callable, make: Callable[[np.random.Generator], Any]):
   """fn(*make(rng)) is the same eagerly and under jax.jit; jax.vmap over three
   stacked argument sets equals three calls; and jax.grad of a scalar of its float
-  outputs is finite everywhere and, if nonzero_grad and fn has float arguments,
-  nonzero somewhere."""
+  outputs is finite everywhere and, if fn has float arguments, nonzero somewhere."""
   args = make(np.random.default_rng(0))
   eager = fn(*args)
   tree_close(jax.jit(fn)(*args), eager)
@@ -74,5 +72,5 @@ def check_jit_vmap_grad(fn: Callable, make: Callable[[np.random.Generator], Any]
                                    jax.tree_util.tree_leaves(args)) if _is_float(a)]
   for g in float_grads:
     assert np.all(np.isfinite(np.asarray(g)))
-  if nonzero_grad and float_grads:
+  if float_grads:
     assert any(np.any(np.asarray(g) != 0) for g in float_grads)
