@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 
@@ -59,7 +60,7 @@ def trace(greedy, params, split, size: int, sos_id: int, recurrence=None):
   from the Transformer's [B, T, L, H]."""
   split = ip.EncodedSplit(split.src[:size], split.src_len[:size], split.tgt[:size],
                           split.tgt_len[:size], None, 0)
-  correct, steps, errors, counts = 0, np.zeros(len(BINS)), np.zeros(len(BINS)), np.zeros(
+  correct, steps, distances, counts = 0, np.zeros(len(BINS)), np.zeros(len(BINS)), np.zeros(
       len(BINS))
   alphas = []
   for idx, batch, n_steps in ip.eval_batches(split, 64, sos_id):
@@ -80,10 +81,10 @@ def trace(greedy, params, split, size: int, sos_id: int, recurrence=None):
       m = live & (t >= lo) & (t < hi)
       counts[b] += m.sum()
       steps[b] += step[m].sum()
-      errors[b] += np.abs(mu - (t + 1))[m].sum()
+      distances[b] += np.abs(mu - (t + 1))[m].sum()
   with np.errstate(invalid='ignore', divide='ignore'):
     return (100.0 * correct / len(split.src), float(np.mean(np.concatenate(alphas))),
-            steps / counts, errors / counts)
+            steps / counts, distances / counts)
 
 
 def main(argv):
@@ -119,4 +120,4 @@ def main(argv):
 if __name__ == '__main__':
   define_flags()
   flags.mark_flag_as_required('workdir')
-  app.run(main)
+  app.run(errors.one_line_errors(main))

@@ -21,6 +21,7 @@ from absl import flags
 
 import grid as grids_lib  # experiments/grid.py
 
+from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -829,4 +830,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('results_dir', str(REPO / 'results'), 'The unit results.')
   flags.DEFINE_string('out', str(REPO / 'REPRODUCTION.md'), 'The report to write.')
   flags.DEFINE_bool('check', False, 'Only check that --out is up to date.')
-  app.run(main)
+  app.run(errors.one_line_errors(main))

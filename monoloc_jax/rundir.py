@@ -118,7 +118,11 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """
   path = pathlib.Path(workdir) / CONFIG
   if not path.is_file():
-    raise errors.MonolocError(f'{workdir} has no {CONFIG}: not a monoloc_jax run directory')
+    inner = sorted(p.parent.name for p in pathlib.Path(workdir).glob(f'*/{CONFIG}'))
+    hint = (f"; it holds the run directories {', '.join(inner)} (a grid unit keeps one "
+            f'per seed): pass one of them' if inner else '')
+    raise errors.MonolocError(f'{workdir} has no {CONFIG}: not a monoloc_jax run '
+                              f'directory{hint}')
   stored = read_json(path, 'run config')
   if not isinstance(stored, dict):
     raise errors.MonolocError(f'{path} is not a valid run config: expected a JSON object, '

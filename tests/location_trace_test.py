@@ -73,3 +73,17 @@ def test_trace_reads_the_named_recurrence():
       np.testing.assert_allclose(step[0], r)                       # bin 0-10: t = 0..5
       np.testing.assert_allclose(err[0], abs(r - 1) * np.mean(np.arange(t) + 1))
   assert location_trace.recurrences(default.get_config()) == [None]
+
+
+def test_a_grid_unit_directory_is_a_one_line_error_naming_its_seeds(tmp_path):
+  """A grid unit keeps one run directory per seed; given the unit's directory the script
+  exits with status 2 and one line that names the run directories inside, no traceback."""
+  for seed in (0, 1):
+    (tmp_path / f'seed{seed}').mkdir()
+    (tmp_path / f'seed{seed}' / 'config.json').write_text('{}')
+  proc = subprocess.run([sys.executable, str(SCRIPT), f'--workdir={tmp_path}'],
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      f'error: {tmp_path} has no config.json: not a monoloc_jax run directory; it holds the '
+      'run directories seed0, seed1 (a grid unit keeps one per seed): pass one of them']

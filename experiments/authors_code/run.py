@@ -41,6 +41,8 @@ sys.path.insert(0, str(HERE))
 
 import export_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 # Our variant slug -> the authors' --model name (their readme's mapping).
 MODELS = {
     'content': 'BiGRU', 'relative': 'BiGRUrel', 'bi_relative': 'BiGRUrel_mixdir',
@@ -275,4 +277,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(errors.one_line_errors(main))
