@@ -19,8 +19,6 @@ and |mu - ideal| columns need a task whose output token t is input token t (Copy
 or input token n+1-t (Reverse Copy); on other tasks they print '-'.
 """
 
-import sys
-
 from absl import app
 from absl import flags
 import jax
@@ -91,8 +89,8 @@ def main(argv):
   del argv
   config, vocab, model, params = inference.restore_for_eval(FLAGS.workdir)
   if not (model.variant.location and model.variant.direction_mixing):
-    sys.exit(f'error: needs a location variant with direction mixing (a_dir, mu, step); '
-             f'got {config.variant!r}')
+    raise errors.MonolocError('needs a location variant with direction mixing (a_dir, mu, '
+                              f'step); got {config.variant!r}')
   aligned = config.task in ALIGNED_TASKS
   data = ip.load_data(config, vocab, with_train=False)
   splits = {'dev': data.dev, **data.tests}

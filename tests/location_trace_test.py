@@ -87,3 +87,16 @@ def test_a_grid_unit_directory_is_a_one_line_error_naming_its_seeds(tmp_path):
   assert proc.stderr.strip().splitlines() == [
       f'error: {tmp_path} has no config.json: not a monoloc_jax run directory; it holds the '
       'run directories seed0, seed1 (a grid unit keeps one per seed): pass one of them']
+
+
+def test_a_variant_without_a_location_rule_is_a_one_line_error(tmp_path):
+  c = default.get_config()
+  c.update(task='copy', variant='content', train_size=64, eval_size=8, max_epochs=1,
+           test_splits='test_15', progress=False)
+  train.train_and_evaluate(c, str(tmp_path))
+  proc = subprocess.run([sys.executable, str(SCRIPT), f'--workdir={tmp_path}'],
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+  # Restoring the checkpoint logs to stderr first (absl INFO lines); the error is the last line.
+  assert proc.stderr.strip().splitlines()[-1] == (
+      "error: needs a location variant with direction mixing (a_dir, mu, step); got 'content'")

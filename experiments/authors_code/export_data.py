@@ -107,13 +107,10 @@ def export(task: str, seed: int, data_dir: str, out: pathlib.Path, source_eos: b
 def main(argv):
   del argv
   eos = {'yes': True, 'no': False}.get(_SOURCE_EOS.value, _TASK.value in SOURCE_EOS_TASKS)
-  try:
-    folder = export(_TASK.value, _SEED.value, _DATA_DIR.value, pathlib.Path(_OUT.value), eos)
-  except errors.MonolocError as e:
-    sys.exit(f'error: {e}')
+  folder = export(_TASK.value, _SEED.value, _DATA_DIR.value, pathlib.Path(_OUT.value), eos)
   print(f'wrote {folder} (source <eos>: {eos})')
 
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['task', 'out'])
-  app.run(main)
+  app.run(errors.one_line_errors(main))

@@ -263,9 +263,9 @@ def main(argv):
   for r in _RUNS.value:
     task, _, variant = r.partition('/')
     if task not in export_data.DATASETS or variant not in MODELS:
-      sys.exit(f'error: bad run {r!r}; give task/variant with a task of '
-               f"{', '.join(sorted(export_data.DATASETS))} and a variant of "
-               f"{', '.join(sorted(MODELS))}")
+      raise errors.MonolocError(f'bad run {r!r}; give task/variant with a task of '
+                                f"{', '.join(sorted(export_data.DATASETS))} and a variant of "
+                                f"{', '.join(sorted(MODELS))}")
     runs.append((task, variant))
   seeds = [int(s) for s in _SEEDS.value]
   for task, variant in runs:
