@@ -89,7 +89,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
            reverse_lookup/bi_relative:0 inv_reverse_recopy/mono:0 \
            inv_reverse_recopy/mono:1 inv_reverse_recopy/mono:2 \
            recopy/onestep_minus_step3:2 dedupe/mono:2 recopy/onestep_minus_sigmoid:2 \
-           reverse_copy/mono:0 inv_reverse_recopy/locattn:0; do
+           reverse_copy/mono:0 inv_reverse_recopy/locattn:0 \
+           reverse_lookup/onestep:1 lookup/mono:1; do
     $PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
         --results_dir=$HERE/results \
         --runs=\${u%%:*} --seeds=\${u##*:}
