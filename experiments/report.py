@@ -14,7 +14,7 @@ import pathlib
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -228,6 +228,31 @@ def _beside(results, authors_runs: Sequence[Mapping[str, Any]], protocol: Protoc
   return '; '.join(parts)
 
 
+class Cell(NamedTuple):
+  """One compared cell of Table 2: a run's median at one of its two longest lengths."""
+  task: str
+  variant: str
+  split: str
+  median: float
+  paper: str
+  agree: bool   # the same mark (`grid.mark`) as the paper's number
+
+
+def compared_cells(results, paper, protocol: Protocol) -> List[Cell]:
+  """Table 2's compared cells under `protocol`: each run's median over its units at the
+  two longest lengths (30 and 100; Lookup: 9 and 11), where the paper has a number."""
+  cells = []
+  for task in grids_lib.TABLE2_TASKS:
+    for variant in grids_lib.TABLE2_VARIANTS:
+      records = results.get((protocol.grids['table2'], task, variant + protocol.tag), [])
+      for split in splits_of(task)[1:]:
+        ref = paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[split]}'))
+        if records and ref:
+          med = _median([r['test'][split]['accuracy'] for r in records])
+          cells.append(Cell(task, variant, split, med, ref, mark(med) == mark(float(ref))))
+  return cells
+
+
 def table2(results, paper, protocol: Protocol, authors_runs: Sequence[Mapping[str, Any]] = ()
            ) -> Tuple[List[str], List[str], int, int]:
   """The Table 2 section, the disagreement lines (each with the same run under the other
@@ -237,9 +262,12 @@ def table2(results, paper, protocol: Protocol, authors_runs: Sequence[Mapping[st
   agree = compared = 0
   grid_name = protocol.grids['table2']
   records_all = [r for (g, _, _), rs in results.items() if g == grid_name for r in rs]
-  lines += ['## Table 2: sequence accuracy (%) by length, ours vs the paper', '',
+  cells_of = {(c.task, c.variant, c.split): c for c in compared_cells(results, paper, protocol)}
+  lines += [f'## Table 2: sequence accuracy (%) by length, {protocol.title} procedure vs the '
+            'paper', '',
             _protocol(records_all), '',
-            f'Ours: the median over seeds, per-seed values in brackets. Marks: S = solved '
+            f"Ours: the median over seeds of {protocol.title} procedure's units (grid "
+            f'`{grid_name}`), per-seed values in brackets. Marks: S = solved '
             f'(≥ {SOLVED:.0f}), F = failed (≤ {FAILED:.0f}), P = partial. "agree" compares '
             'the marks at the two longest lengths (30 and 100; Lookup: 9 and 11).', '']
   for task in grids_lib.TABLE2_TASKS:
@@ -264,12 +292,12 @@ def table2(results, paper, protocol: Protocol, authors_runs: Sequence[Mapping[st
           ours = 'not run'
         cells.append(f'{ours} | {ref_txt}')
         if k >= 1:
-          if records and ref:
-            ok = mark(med) == mark(float(ref))
+          cell = cells_of.get((task, variant, split))
+          if cell:
             compared += 1
-            agree += ok
-            agrees.append('yes' if ok else '**no**')
-            if not ok:
+            agree += cell.agree
+            agrees.append('yes' if cell.agree else '**no**')
+            if not cell.agree:
               seeds = ', '.join(str(r['seed']) for r in records)
               disagreements.append(
                   f'- {TASK_NAMES[task]} / {variant}, length {LENGTH_OF[split]}: ours '
@@ -749,24 +777,283 @@ def transformer_dropout05(results) -> List[str]:
   return lines + ['']
 
 
-def missing(results) -> List[str]:
-  have = _have(results)
-  lines = ['## Missing units', '',
-           'A complete reproduction is seed 0 of every grid plus seeds 1 and 2 of '
-           f"{', '.join(f'`{g}`' for g in grids_lib.SEEDS_1_2_GRIDS)} (CFQ units only where "
-           'the data is available).', '']
+def _missing_lines(units: Sequence[grids_lib.Unit], have: set, what: str) -> List[str]:
+  """'H of N <what> have results; M missing.' and one line per grid of the missing ones."""
   by_grid: Dict[str, List[str]] = {}
-  expected = grids_lib.expected_units(cfq=False)
-  for u in expected:
+  for u in units:
     if (u.grid, u.task, u.label, u.seed) not in have:
       by_grid.setdefault(u.grid, []).append(f'{u.task}/{u.label}/seed{u.seed}')
   total = sum(len(v) for v in by_grid.values())
-  lines.append(f'{len(expected) - total} of {len(expected)} units have results; {total} missing.')
-  lines.append('')
+  lines = [f'{len(units) - total} of {len(units)} {what} have results; {total} missing.', '']
   for g in grids_lib.GRID_NAMES:
     if g in by_grid:
       lines.append(f'- **{g}** ({len(by_grid[g])} missing): ' + ', '.join(by_grid[g]))
+  return lines
+
+
+def missing(results, protocol: Protocol = PROTOCOLS[PROTOCOL]) -> List[str]:
+  """The units of a complete reproduction (`grid.expected_units`) that have no results.
+  Required: every expected unit but those of the other procedure's Tables 2, 4 and 6
+  grids; those runs are comparisons beside the protocol, optional, and counted apart."""
+  have = _have(results)
+  optional_grids = {g for p in PROTOCOLS.values() if p != protocol for g in p.grids.values()}
+  expected = grids_lib.expected_units(cfq=False)
+  required = [u for u in expected if u.grid not in optional_grids]
+  optional = [u for u in expected if u.grid in optional_grids]
+  seeds_1_2 = [g for g in grids_lib.SEEDS_1_2_GRIDS if g not in optional_grids]
+  lines = ['## Missing units', '',
+           'A complete reproduction is seed 0 of every grid of the paper plus seeds 1 and 2 of '
+           f"{', '.join(f'`{g}`' for g in seeds_1_2)} (CFQ units only where the data is "
+           f'available), with Tables 2, 4 and 6 under {protocol.title} procedure, the '
+           'protocol. The same runs under the other procedure '
+           f"({', '.join(f'`{g}`' for g in sorted(optional_grids))}) are comparisons beside "
+           'it: optional, and counted apart.', '']
+  lines += _missing_lines(required, have, 'required units')
+  lines += ['', '### Optional: the other procedure\'s comparison runs', '']
+  lines += _missing_lines(optional, have, 'optional units')
   return lines + ['']
+
+
+# ---------------------------------------------------------------------------------------
+# Tallies: the counts that results/NOTES.md states, generated from results/. NOTES.md
+# writes `{{tally:NAME}}` where a count belongs, and `fill_tallies` replaces it with
+# TALLIES[NAME] of the results when REPRODUCTION.md is written; an unknown NAME is an
+# error naming the valid ones, never a blank.
+
+TALLY = re.compile(r'\{\{tally:([^{}]*)\}\}')
+
+
+class Facts(NamedTuple):
+  """What a tally may read: the unit results, the paper's numbers, the authors'-code runs."""
+  results: Mapping[Tuple[str, str, str], List[Dict[str, Any]]]
+  paper: Mapping[Tuple[str, str], str]
+  authors_runs: Sequence[Mapping[str, Any]]
+
+
+TALLIES: Dict[str, Callable[[Facts], str]] = {}
+
+
+def tally(name: str) -> Callable[[Callable[[Facts], str]], Callable[[Facts], str]]:
+  """Registers a function of `Facts` as the text of `{{tally:name}}`."""
+  def register(fn: Callable[[Facts], str]) -> Callable[[Facts], str]:
+    TALLIES[name] = fn
+    return fn
+  return register
+
+
+def fill_tallies(text: str, facts: Facts) -> str:
+  """`text` with every `{{tally:NAME}}` replaced by TALLIES[NAME](facts)."""
+  def fill(m: 're.Match[str]') -> str:
+    if m.group(1) not in TALLIES:
+      raise errors.unknown_name('tally', m.group(1), TALLIES)
+    return TALLIES[m.group(1)](facts)
+  return TALLY.sub(fill, text)
+
+
+def _run_name(task: str, label: str) -> str:
+  return f"{TASK_NAMES[task]} / {label.split('.')[0]}"
+
+
+def _second(task: str) -> str:
+  """The split at the second test length (30; Lookup and Reverse Lookup: 9)."""
+  return splits_of(task)[1]
+
+
+def _agreement(protocol: Protocol) -> Callable[[Facts], str]:
+  """'A of C': Table 2's agreeing cells of C compared, from `protocol`'s units."""
+  def text(facts: Facts) -> str:
+    _, _, agree, compared = table2(facts.results, facts.paper, protocol)
+    return f'{agree} of {compared}'
+  return text
+
+
+def _disagreeing(protocol: Protocol) -> Callable[[Facts], str]:
+  """Table 2's disagreeing cells under `protocol`, as 'Run at length, ...'."""
+  def text(facts: Facts) -> str:
+    cells = [c for c in compared_cells(facts.results, facts.paper, protocol) if not c.agree]
+    by_run: Dict[Tuple[str, str], List[str]] = {}
+    for c in cells:
+      by_run.setdefault((c.task, c.variant), []).append(LENGTH_OF[c.split])
+    return ', '.join(f"{_run_name(t, v)} at {' and '.join(ls)}" for (t, v), ls in by_run.items())
+  return text
+
+
+for _name, _protocol_of in PROTOCOLS.items():
+  TALLIES[f'table2_agreement_{_name}'] = _agreement(_protocol_of)
+  TALLIES[f'table2_disagreeing_{_name}'] = _disagreeing(_protocol_of)
+
+
+def _both_procedures(results) -> List[Tuple[str, str, str, Dict[int, Dict], Dict[int, Dict]]]:
+  """(table, task, variant, {seed: library unit}, {seed: authors' unit}) of every run of
+  Tables 2, 4 and 6 with units under both procedures, restricted to the seeds run under both."""
+  out = []
+  for base, authors_grid, task_list, variant_list in PROCEDURE_GRIDS:
+    for task in task_list:
+      for variant in variant_list:
+        lib = {r['seed']: r for r in results.get((base, task, variant), [])}
+        auth = {r['seed']: r for r in results.get((authors_grid, task, variant + AUTHORS_TAG), [])}
+        both = sorted(lib.keys() & auth.keys())
+        if both:
+          out.append((base, task, variant, {s: lib[s] for s in both}, {s: auth[s] for s in both}))
+  return out
+
+
+@tally('procedures_epochs')
+def _procedures_epochs(facts: Facts) -> str:
+  """How many units ran under both procedures, and the median ratio of their epochs."""
+  pairs = [(a['epochs'], l['epochs']) for _, _, _, lib, auth in _both_procedures(facts.results)
+           for l, a in zip(lib.values(), auth.values())]
+  ratio = _median([a / l for a, l in pairs])
+  return (f'{len(pairs)} units (the same run and seed of Tables 2, 4 and 6) ran under both '
+          f"procedures; the authors' procedure trained a median {ratio:.1f}× as many epochs "
+          f"(median {_median([a for a, _ in pairs]):.0f} epochs against "
+          f"{_median([l for _, l in pairs]):.0f})")
+
+
+@tally('procedures_solved_seeds')
+def _procedures_solved_seeds(facts: Facts) -> str:
+  """Per run, which procedure solves more of the seeds run under both (≥ SOLVED at the
+  second test length)."""
+  more = {'library': [], 'authors': []}
+  same = 0
+  for base, task, variant, lib, auth in _both_procedures(facts.results):
+    solved = [sum(r['test'][_second(task)]['accuracy'] >= SOLVED for r in units.values())
+              for units in (lib, auth)]
+    if solved[0] == solved[1]:
+      same += 1
+    else:
+      more['library' if solved[0] > solved[1] else 'authors'].append(
+          f'{_run_name(task, variant)} in Table {base[5:]}, {solved[0]} of {len(lib)} '
+          f'against {solved[1]}')
+  runs = same + len(more['library']) + len(more['authors'])
+  return (f'Of the {runs} runs of Tables 2, 4 and 6 with seeds under both procedures, counting '
+          f'a seed solved at ≥ {SOLVED:.0f} at the second test length (30; Lookup and Reverse '
+          "Lookup: 9) on the seeds run under both, the authors' procedure solves more seeds "
+          f"on {len(more['authors'])} runs, the library procedure on {len(more['library'])} "
+          f"({'; '.join(more['library']) or 'none'}), and the two the same number on {same}")
+
+
+@tally('table2_outcome_seeds')
+def _table2_outcome_seeds(facts: Facts) -> str:
+  """Seeds of Table 2 whose mark at the second test length matches the paper's, per
+  procedure, on the seeds run under both."""
+  match = {'library': 0, 'authors': 0}
+  seeds = 0
+  for base, task, variant, lib, auth in _both_procedures(facts.results):
+    if base != 'table2':
+      continue
+    ref = facts.paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[_second(task)]}'))
+    if not ref:
+      continue
+    seeds += len(lib)
+    for name, units in (('library', lib), ('authors', auth)):
+      match[name] += sum(mark(r['test'][_second(task)]['accuracy']) == mark(float(ref))
+                         for r in units.values())
+  return (f"{match['authors']} of {seeds} Table 2 seeds under the authors' procedure and "
+          f"{match['library']} of {seeds} under the library's have the paper's mark at the "
+          'second test length (the seeds run under both)')
+
+
+@tally('best_dev_epoch_pattern')
+def _best_dev_epoch_pattern(facts: Facts) -> str:
+  """Among the authors'-procedure units of Tables 2 and 4 that fit the training lengths
+  (best dev ≥ 99%), how often those whose best dev came at the last epoch, and the
+  others, solve the second test length."""
+  units = [r for (g, _, _), rs in facts.results.items() if g in ('table2_authors', 'table4_authors')
+           for r in rs if r['best_dev_accuracy'] >= 99]
+  last = max(r['protocol']['max_epochs'] for r in units)
+  late = [r for r in units if r['best_dev_epoch'] == last]
+  early = [r for r in units if r['best_dev_epoch'] != last]
+  def solved(rs):
+    n = sum(r['test'][_second(r['task'])]['accuracy'] >= SOLVED for r in rs)
+    return f'{n} of these {len(rs)} ({100 * n / len(rs):.0f}%)'
+  epochs = sorted(r['best_dev_epoch'] for r in early)
+  return (f"Of the {len(units)} units of `table2_authors` and `table4_authors` that fit the "
+          f'training lengths (best dev ≥ 99%), {len(late)} last reached their best dev at '
+          f'epoch {last}, and {solved(late)} score ≥ {SOLVED:.0f} at the second test '
+          f'length (30; Lookup and Reverse Lookup: 9); the other {len(early)} reached it at '
+          f'epochs {epochs[0]}–{epochs[-1]}, and {solved(early)} do')
+
+
+@tally('split_stage_authors')
+def _split_stage_authors(facts: Facts) -> str:
+  """The split stage under the protocol: seeds 3 and 4 of every run whose seeds 0-2 split."""
+  have = _have(facts.results)
+  runs = expected = done = 0
+  for _, grid_name, task_list, variant_list in PROCEDURE_GRIDS:
+    for task in task_list:
+      for variant in variant_list:
+        seeds = {r['seed']: r for r in facts.results.get((grid_name, task, variant + AUTHORS_TAG), [])}
+        if all(s in seeds for s in (0, 1, 2)) and grids_lib.split_run(
+            task, [seeds[s]['test'] for s in (0, 1, 2)]):
+          runs += 1
+          expected += len(grids_lib.SPLIT_RUN_SEEDS)
+          done += sum((grid_name, task, variant + AUTHORS_TAG, s) in have
+                      for s in grids_lib.SPLIT_RUN_SEEDS)
+  return (f'{done} of {expected} units: seeds 3 and 4 of the {runs} runs of Tables 2, 4 and 6 '
+          'whose first three seeds split on a mark')
+
+
+@tally('transformer_iid')
+def _transformer_iid(facts: Facts) -> str:
+  """How many Transformer units fit the training lengths (test_iid), and the exceptions."""
+  units = [r for (g, _, _), rs in facts.results.items() if g == 'transformer' for r in rs]
+  scored = [r for r in units if 'test_iid' in r['test']]
+  threshold = 85.0
+  fit = [r['test']['test_iid']['accuracy'] for r in scored
+         if r['test']['test_iid']['accuracy'] >= threshold]
+  others = [f"{_run_name(r['task'], r['label'])} seed {r['seed']}, "
+            f"{r['test']['test_iid']['accuracy']:g}%"
+            for r in scored if r['test']['test_iid']['accuracy'] < threshold]
+  return (f'{len(fit)} of the {len(scored)} Transformer units scored on test_iid (of '
+          f'{len(units)}) reach {min(fit):g}–{max(fit):g}% on the training lengths'
+          + (f" (below {threshold:g}%: {'; '.join(others)})" if others else ''))
+
+
+@tally('transformer_vs_gru')
+def _transformer_vs_gru(facts: Facts) -> str:
+  """Grid `transformer` against the GRU's `table2`: the medians' marks at the compared
+  lengths, run by run."""
+  same, gru_better, transformer_better = 0, [], []
+  runs = grids_lib.grid_runs()['transformer']
+  for task, label in runs:
+    marks = []
+    for grid_name, setup in (('transformer', label), ('table2', label.split('.')[0])):
+      records = facts.results.get((grid_name, task, setup), [])
+      marks.append(tuple(mark(_median([r['test'][s]['accuracy'] for r in records]))
+                         for s in grids_lib.compared_splits(task)) if records else None)
+    rank = {'failed': 0, 'partial': 1, 'solved': 2}
+    if None in marks:
+      continue
+    if marks[0] == marks[1]:
+      same += 1
+    elif sum(map(rank.get, marks[1])) > sum(map(rank.get, marks[0])):
+      gru_better.append(_run_name(task, label))
+    else:
+      transformer_better.append(_run_name(task, label))
+  compared = same + len(gru_better) + len(transformer_better)
+  return (f'the same marks at both compared lengths on {same} of {compared} runs; the GRU '
+          f"better on {len(gru_better)} ({', '.join(gru_better) or 'none'}); the Transformer "
+          f"better on {len(transformer_better)}"
+          + (f" ({', '.join(transformer_better)})" if transformer_better else ''))
+
+
+for _grid in grids_lib.GRID_NAMES:
+  TALLIES[f'units_{_grid}'] = (
+      lambda facts, _g=_grid: f"{sum(len(rs) for (g, _, _), rs in facts.results.items() if g == _g)}"
+                              ' units')
+
+
+def embed_notes(text: str, facts: Facts) -> str:
+  """results/NOTES.md as REPRODUCTION.md's "Explanations": its tallies filled in
+  (`fill_tallies`), its title dropped and each heading one level down, so that its
+  sections sit under the report's own."""
+  lines = fill_tallies(text, facts).rstrip().splitlines()
+  if lines and lines[0].startswith('# '):
+    lines = lines[1:]
+    while lines and not lines[0].strip():
+      lines = lines[1:]
+  return '\n'.join('#' + l if re.match(r'#+ ', l) else l for l in lines)
 
 
 def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
@@ -789,8 +1076,9 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
   out += disagreements or ['None among the cells that have run.']
   out += ['']
   notes = results_dir / 'NOTES.md'
-  out += ['## Explanations', '']
-  out += ([notes.read_text(encoding='utf-8').rstrip(), ''] if notes.exists()
+  out += ['## Explanations (results/NOTES.md)', '']
+  out += ([embed_notes(notes.read_text(encoding='utf-8'),
+                       Facts(results, paper, authors_runs)), ''] if notes.exists()
           else ['_No notes yet (results/NOTES.md)._', ''])
   out += table3(results, paper)
   out += other_table(results, shown['table4'].grids['table4'], 'Table 4: OneStepAttn ablations',

@@ -35,7 +35,7 @@ import dataclasses
 import json
 import os
 import pathlib
-import platform
+import re
 import signal
 import subprocess
 import sys
@@ -110,21 +110,30 @@ PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 
 
 
 def code_commit() -> Dict[str, Any]:
-  """The commit of the code that ran, and whether its package/experiments were modified.
+  """The commit of the code that ran (its full 40-hex hash), and whether its
+  package/experiments were modified.
 
   $MONOLOC_CODE_COMMIT, where set, names the commit instead, and $MONOLOC_CODE_DIRTY
   ('1' or '0', default '1') says whether the tree differed from it: a copy of the
   checkout on an accelerator machine carries no .git, or a stale one, so whoever copied
-  it says what it holds."""
-  if 'MONOLOC_CODE_COMMIT' in os.environ:
-    return {'commit': os.environ['MONOLOC_CODE_COMMIT'],
-            'dirty': os.environ.get('MONOLOC_CODE_DIRTY', '1') != '0'}
+  it says what it holds. A short name is expanded to the full hash where this checkout's
+  git knows it (`git rev-parse`); one it cannot expand is an error, so that no unit
+  records an abbreviated commit."""
   def git(*args):
     try:
       return subprocess.run(['git', '-C', str(REPO), *args], capture_output=True, text=True,
                             check=False).stdout.strip()
     except OSError:  # no git at all
       return ''
+  if 'MONOLOC_CODE_COMMIT' in os.environ:
+    given = os.environ['MONOLOC_CODE_COMMIT']
+    full = (given if re.fullmatch(r'[0-9a-f]{40}', given)
+            else git('rev-parse', '--verify', '--quiet', f'{given}^{{commit}}'))
+    if not re.fullmatch(r'[0-9a-f]{40}', full):
+      raise errors.MonolocError(
+          f'MONOLOC_CODE_COMMIT={given!r} is not a commit this checkout knows; give the full '
+          '40-hex hash (git rev-parse HEAD)')
+    return {'commit': full, 'dirty': os.environ.get('MONOLOC_CODE_DIRTY', '1') != '0'}
   return {'commit': git('rev-parse', 'HEAD') or 'unknown',
           'dirty': bool(git('status', '--porcelain', '--', 'monoloc_jax', 'experiments'))}
 
@@ -186,7 +195,6 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
   """The small JSON committed for a finished unit (backend: where it trained;
   default this process's JAX backend)."""
   test = {split: _test_entry(r) for split, r in results['test'].items()}
-  import jax  # pylint: disable=g-import-not-at-top
   return {
       'grid': unit.grid, 'task': unit.task, 'variant': unit.variant, 'label': unit.label,
       'seed': unit.seed, 'overrides': {k: v for k, v in unit.overrides.items()},
@@ -198,9 +206,24 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
       'code': code_commit(),
       'data': data_source(unit.task, data_dir),
       'protocol': {k: config[k] for k in PROTOCOL_FIELDS if k in config},
-      'versions': {'python': platform.python_version(), 'jax': jax.__version__,
-                   'backend': backend or jax.default_backend()},
+      'versions': unit_versions(results, backend),
   }
+
+
+# What a unit JSON records of `rundir.versions()` (all of it but the device list).
+UNIT_VERSIONS = ('python', 'jax', 'jaxlib', 'flax', 'optax', 'orbax', 'numpy', 'backend')
+
+
+def unit_versions(results: Mapping[str, Any], backend: Optional[str] = None) -> Dict[str, str]:
+  """The versions a unit JSON records: those of the process that trained the unit
+  (results.json's `versions`, `rundir.versions()` there), else this process's; `backend`,
+  where given, names where it trained. A key the training process did not record is ''."""
+  from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
+  trained = results.get('versions') or rundir.versions()
+  out = {key: str(trained.get(key, '')) for key in UNIT_VERSIONS}
+  if backend:
+    out['backend'] = backend
+  return out
 
 
 def unit_state(unit: grids_lib.Unit, results_dir: pathlib.Path, workdir: pathlib.Path) -> str:
@@ -251,6 +274,7 @@ def seed_results(results: Mapping[str, Any], history: Sequence[Mapping[str, Any]
       'test': {split: {**r, 'per_seed': [r['per_seed'][i]]} for split, r in results['test'].items()},
       'epochs': stopped[0] if stopped else results['epochs'],
       'dev': {k: [v[i]] for k, v in results['dev'].items()},
+      **({'versions': results['versions']} if 'versions' in results else {}),
   }
 
 

@@ -247,14 +247,22 @@ def save_results(workdir: pathlib.Path, results: Mapping[str, Any]) -> None:
 
 
 def versions() -> Dict[str, Any]:
-  """Package versions and devices, recorded in results.json."""
-  import flax  # pylint: disable=g-import-not-at-top
+  """Python, the installed versions of the packages a run depends on, and the devices,
+  recorded in results.json and in each unit's JSON (experiments/reproduce.py).
+
+  Package versions come from the installed distributions (`importlib.metadata`):
+  jax, jaxlib, flax, optax, orbax-checkpoint (key 'orbax') and numpy; '' for one not
+  installed. 'backend' is JAX's default backend, 'devices' its devices.
+  """
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  return {'python': platform.python_version(), 'jax': jax.__version__,
-          'jaxlib': getattr(jax.lib, '__version__', ''),
-          'flax': flax.__version__, 'optax': optax.__version__,
-          'orbax': getattr(ocp, '__version__', ''), 'numpy': np.__version__,
+  def version(dist: str) -> str:
+    try:
+      return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+      return ''
+  packages = {'jax': 'jax', 'jaxlib': 'jaxlib', 'flax': 'flax', 'optax': 'optax',
+              'orbax': 'orbax-checkpoint', 'numpy': 'numpy'}     # key -> distribution
+  return {'python': platform.python_version(),
+          **{key: version(dist) for key, dist in packages.items()},
           'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()]}

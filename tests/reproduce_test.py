@@ -3,11 +3,13 @@
 import importlib.util
 import json
 import pathlib
+import re
 import sys
 
 import pytest
 
 from monoloc_jax import errors
+from monoloc_jax import rundir
 
 EXPERIMENTS = pathlib.Path(__file__).resolve().parent.parent / 'experiments'
 
@@ -428,7 +430,14 @@ def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   assert set(saved['test']) == {'test_15'} and saved['test']['test_15']['n'] == 16
   assert {'accuracy', 'seq_acc_be', 'edit_distance'} <= set(saved['test']['test_15'])
   assert saved['epochs'] == 1 and saved['protocol']['max_epochs'] == 1
-  assert saved['variant'] == 'onestep' and saved['seed'] == 0 and len(saved['code']['commit']) >= 7
+  assert saved['variant'] == 'onestep' and saved['seed'] == 0
+  assert re.fullmatch(r'[0-9a-f]{40}', saved['code']['commit'])      # the full hash
+  # The versions of the process that trained it, every package named, none blank.
+  assert set(saved['versions']) == {'python', 'jax', 'jaxlib', 'flax', 'optax', 'orbax',
+                                    'numpy', 'backend'}
+  assert all(saved['versions'].values()), saved['versions']
+  here = rundir.versions()
+  assert saved['versions'] == {k: str(here[k]) for k in saved['versions']}
   assert reproduce.unit_state(unit, results, work) == 'done'
   # A split added later is scored from the unit's checkpoint, once; the rest is kept.
   assert reproduce.add_test_splits(unit, ['test_iid', 'test_15'], results, work) == ['test_iid']
@@ -619,11 +628,19 @@ def test_code_commit_can_be_given_by_whoever_copied_the_tree(tmp_path, monkeypat
   monkeypatch.setattr(reproduce, 'REPO', tmp_path)
   assert reproduce.code_commit() == {'commit': 'unknown', 'dirty': False}
   monkeypatch.setattr(reproduce, 'REPO', EXPERIMENTS.parent)
-  assert reproduce.code_commit()['commit'] not in ('abc1234', 'unknown')
-  monkeypatch.setenv('MONOLOC_CODE_COMMIT', 'abc1234')
-  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': True}
+  head = reproduce.code_commit()['commit']
+  assert re.fullmatch(r'[0-9a-f]{40}', head)
+  # A short name is expanded to the full hash; one git does not know is a one-line error.
+  monkeypatch.setenv('MONOLOC_CODE_COMMIT', head[:7])
+  assert reproduce.code_commit() == {'commit': head, 'dirty': True}
   monkeypatch.setenv('MONOLOC_CODE_DIRTY', '0')
-  assert reproduce.code_commit() == {'commit': 'abc1234', 'dirty': False}
+  assert reproduce.code_commit() == {'commit': head, 'dirty': False}
+  monkeypatch.setenv('MONOLOC_CODE_COMMIT', 'notacommit')
+  with pytest.raises(errors.MonolocError, match='give the full 40-hex hash'):
+    reproduce.code_commit()
+  monkeypatch.setattr(reproduce, 'REPO', tmp_path)       # no git: a full hash is kept as given
+  monkeypatch.setenv('MONOLOC_CODE_COMMIT', head)
+  assert reproduce.code_commit() == {'commit': head, 'dirty': False}
 
 
 def test_a_resumed_unit_records_the_wall_time_of_every_process(tmp_path, monkeypatch):
