@@ -70,9 +70,9 @@ PROTOCOLS: Mapping[str, Protocol] = {
                         "the authors'"),
 }
 # The reproduction protocol of Tables 2, 4 and 6, chosen by evidence (results/NOTES.md,
-# "Choosing the protocol"). A table shows the chosen procedure's units once every one of
-# them (seeds 0-2) is in, and the INTERIM procedure's until then; the other procedure's
-# runs stay in "Two training procedures".
+# "The protocol and how it was chosen"). A table shows the chosen procedure's units once
+# every one of them (seeds 0-2) is in, and the INTERIM procedure's until then; the other
+# procedure's runs stay in "Two training procedures".
 PROTOCOL = 'authors'
 INTERIM = 'library'
 MAIN_TABLES = tuple(base for base, *_ in PROCEDURE_GRIDS)
@@ -106,8 +106,9 @@ def protocol_section(results, chosen_name: str, shown: Mapping[str, Protocol]) -
   lines = ['## The protocol', '',
            f"Tables 2, 4 and 6 are reproduced under **{chosen.title}** training procedure "
            '(README, "Two training procedures"), chosen by the evidence in results/NOTES.md '
-           '("Choosing the protocol", below). A table shows its units once all of them '
-           '(seeds 0, 1 and 2 of every run) are in; until then it shows the other procedure\'s '
+           '("The protocol and how it was chosen", below). A table shows its units once all of '
+           'them (seeds 0, 1 and 2 of every run) are in; until then it shows the other '
+           'procedure\'s '
            'units, and "Two training procedures" sets every unit that has run under both side '
            'by side.', '',
            '| table | grid under the protocol | units in | the table shows now |',
@@ -1038,6 +1039,27 @@ def _transformer_vs_gru(facts: Facts) -> str:
           + (f" ({', '.join(transformer_better)})" if transformer_better else ''))
 
 
+@tally('authors_code_solved')
+def _authors_code_solved(facts: Facts) -> str:
+  """Per run of the authors' code on a length task (results/authors_code/), its seeds
+  solved (≥ SOLVED) at the second test length, with the per-seed values."""
+  parts = []
+  for item in facts.authors_runs:
+    if item['task'] in PAPER_SEEDS:              # SCAN / CFQ: one test split
+      continue
+    accs = [s['test'][_second(item['task'])] for run in item['runs'] for s in run['seeds']]
+    parts.append(f"{_run_name(item['task'], item['label'])} {sum(a >= SOLVED for a in accs)} "
+                 f"of {len(accs)} [{', '.join(f'{a:g}' for a in accs)}]")
+  return '; '.join(parts)
+
+
+def _progress(grid_name: str) -> Callable[[Facts], str]:
+  """'H of N units': the units of a complete reproduction in grid `grid_name` that have results."""
+  return lambda facts: '{} of {} units'.format(*grid_progress(facts.results, grid_name))
+
+
+for _grid in grids_lib.PAPER_GRID_NAMES:
+  TALLIES[f'progress_{_grid}'] = _progress(_grid)
 for _grid in grids_lib.GRID_NAMES:
   TALLIES[f'units_{_grid}'] = (
       lambda facts, _g=_grid: f"{sum(len(rs) for (g, _, _), rs in facts.results.items() if g == _g)}"

@@ -151,7 +151,10 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
   assert '| table3 | mix_onestep.reference_code | 0 | not run |' in text
   # 675 expected: 300 of the tables, 15 of the ReCopy / MonoAttn grid, 30 + 6 of the reruns,
   # seeds 1-2 of Tables 4 and 6 (72), and Tables 2, 4, 6 under the authors' procedure (252).
-  assert '15 of 675 units have results; 660 missing.' in text
+  # Required: all but the library procedure's Tables 2, 4 and 6 (144 + 72 + 36 = 252), the
+  # comparisons beside the protocol, which are counted apart.
+  assert '9 of 423 required units have results; 414 missing.' in text
+  assert '6 of 252 optional units have results; 246 missing.' in text
   # The authors' procedure: its run beside the library's, with its own lr rule stated.
   assert ('| table6 | onestep | 1 | 50.0 [50.0] / 1.25 | 25.0 [25.0] / 1.25 | 0.0 [0.0] / '
           '1.25 | 100.0 | 5 |') in text
@@ -234,12 +237,59 @@ def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results)
   assert ('| ours: table6_authors | onestep.authors | 1 | 100.0 [100.0] | 99.5 [99.5] | '
           '80.0 [80.0] | 100 | 100 |') in text
   # The file is not a unit: the unit count is unchanged.
-  assert '15 of 675 units have results; 660 missing.' in text
+  assert '9 of 423 required units have results; 414 missing.' in text
 
 
 def test_report_includes_hand_written_notes(fixture_results):
   (fixture_results / 'NOTES.md').write_text('ReCopy / mono: see the gate experiment.\n')
   assert 'ReCopy / mono: see the gate experiment.' in report.render(fixture_results)
+  # Its title goes and its headings sit one level under the report's "Explanations".
+  (fixture_results / 'NOTES.md').write_text('# Notes\n\n## Table 2\n\nText.\n')
+  text = report.render(fixture_results)
+  assert '## Explanations (results/NOTES.md)\n\n### Table 2\n\nText.\n' in text
+  assert '# Notes' not in text
+
+
+def test_notes_tallies_are_generated_from_the_results(fixture_results):
+  """A `{{tally:NAME}}` in NOTES.md becomes TALLIES[NAME] of the results; a name that
+  is not a tally is a one-line error naming the valid ones, never a blank."""
+  notes = fixture_results / 'NOTES.md'
+  notes.write_text('Agreement: {{tally:table2_agreement_library}} ({{tally:units_table2}}); '
+                   'not under the protocol: {{tally:table2_disagreeing_library}}.\n'
+                   '{{tally:progress_table3}}. {{tally:procedures_epochs}}.\n')
+  text = report.render(fixture_results)
+  assert 'Agreement: 3 of 6 (5 units); not under the protocol: Lookup / relative at 11, ' \
+         'ReCopy / mono at 30 and 100.' in text
+  assert '4 of 24 units.' in text                              # seed 0-2 of Table 3's SCAN rows
+  assert '{{' not in text
+  # DeDupe / OneStepAttn seed 0: 100 epochs under the authors' procedure, 5 under the library's.
+  assert ("1 units (the same run and seed of Tables 2, 4 and 6) ran under both procedures; the "
+          "authors' procedure trained a median 20.0× as many epochs") in text
+  # More seeds solved under the authors' procedure on the one run with units under both.
+  write(fixture_results, record('table6_authors', 'dedupe', 'onestep.authors', 1,
+                                {'test_15': 100.0, 'test_30': 95.0, 'test_100': 0.0}))
+  write(fixture_results, record('table6', 'dedupe', 'onestep', 1,
+                                {'test_15': 100.0, 'test_30': 95.0, 'test_100': 0.0}))
+  facts = report.Facts(report.load_results(fixture_results), report.read_paper(), [])
+  assert "the authors' procedure solves more seeds on 1 runs, the library procedure on 0 " \
+         '(none), and the two the same number on 0' in report.TALLIES['procedures_solved_seeds'](facts)
+  notes.write_text('{{tally:table2_agreement}} cells agree.\n')
+  with pytest.raises(errors.MonolocError, match=r"unknown tally 'table2_agreement'; valid "
+                     r'tallys: .*table2_agreement_authors'):
+    report.render(fixture_results)
+  notes.write_text('{{tally:}}\n')
+  with pytest.raises(errors.MonolocError, match="unknown tally ''"):
+    report.render(fixture_results)
+
+
+def test_committed_notes_use_only_known_tallies():
+  """results/NOTES.md states its counts through tallies that exist (render would fail
+  otherwise), and its sections are headed."""
+  text = (EXPERIMENTS.parent / 'results' / 'NOTES.md').read_text(encoding='utf-8')
+  names = report.TALLY.findall(text)
+  assert names and set(names) <= set(report.TALLIES), set(names) - set(report.TALLIES)
+  headings = [l for l in text.splitlines() if l.startswith('## ')]
+  assert '## Table 2 under the protocol' in headings and '## The Transformer grid' in headings
 
 
 def test_grids_hold_the_papers_runs():
@@ -327,7 +377,7 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
   assert '| GRU: seeds | GRU: len 7 / 9 / 11 | epochs |' in section
   assert section.count('### ') == 8
   # Its units are not missing units of the reproduction.
-  assert '15 of 675 units have results; 660 missing.' in text
+  assert '9 of 423 required units have results; 414 missing.' in text
   assert text.replace(text[text.index('## Beyond the paper'):text.index('## Missing units')],
                       '') == without
 
