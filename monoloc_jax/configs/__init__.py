@@ -94,9 +94,9 @@ def validate(config, task=None, variant=None) -> None:
   if config.get('init_scheme', 'library') not in models.INIT_SCHEMES:
     raise errors.unknown_name('init_scheme', config.init_scheme, models.INIT_SCHEMES)
   models.dtype_of(config)                 # unknown dtype, or float64 without x64
-  if config.get('plateau_rule', 'library') not in recipes.PLATEAU_RULES:
+  if config.plateau_rule not in recipes.PLATEAU_RULES:
     raise errors.unknown_name('plateau_rule', config.plateau_rule, recipes.PLATEAU_RULES)
-  threshold = config.get('plateau_threshold', 1e-4)
+  threshold = config.plateau_threshold
   if not (math.isfinite(threshold) and threshold >= 0):
     raise errors.MonolocError(f'bad value for config.plateau_threshold: {threshold!r}; '
                               'it must be a number >= 0')
