@@ -25,52 +25,37 @@ TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_
                    'mix_locattn_s_pr', 'mix_onestep', 'mix_onestep_pr', 'mix_mono',
                    'mix_mono_pr', 'mix_rmono', 'mix_rmono_pr')
 # Config overrides by label suffix: 'mix_onestep.reference_code' runs mix_onestep
-# with mix_mode='reference_code'.
+# with mix_mode='authors_code'. The procedure's values live in monoloc_jax/recipes.py;
+# each procedure tag here is a view of a recipe. Tags are parts of results paths
+# (results/<grid>/<task>/<label>/seed<N>.json), which never change: the tag
+# 'reference_code' keeps the name mix_mode 'authors_code' had when its units ran.
 OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
-    'reference_code': {'mix_mode': 'reference_code'},
-    # The reference code's training choices, for explaining disagreements.
-    'tf_dev': {'dev_metric': 'teacher_forced'},     # its dev metric (teacher forcing)
-    'random_batches': {'bucket_batches': False},     # its random (not length-bucketed) batches
+    'reference_code': {'mix_mode': 'authors_code'},
+    # Single training choices of the authors' code, for explaining disagreements.
+    'tf_dev': recipes.subset('authors_code', 'dev_metric'),       # teacher-forced dev
+    'random_batches': recipes.subset('authors_code', 'bucket_batches'),  # random batches
     'gate0': {'mono_gate_init': 0.0},               # a trainable MonoAttn gate, g = 0.5
     # The paper's epoch budget: 100 epochs, patience 50, no stop at 100% dev.
-    'paper_epochs': {'max_epochs': 100, 'early_stop_patience': 50, 'perfect_dev_patience': 0},
+    'paper_epochs': dict(recipes.PAPER_EPOCHS),
     # The authors' whole training procedure (monoloc_jax/recipes.py): random batches,
     # 100 epochs, their improvement, plateau and stopping rules, teacher-forced dev,
     # DeDupe's source <eos>, their initialisation and Eq. 9 normaliser.
     'authors': dict(recipes.AUTHORS_CODE),
-    # Beyond the paper: the Transformer backbone (monoloc_jax/transformer.py) at the GRU's
-    # parameter count (1 encoder + 1 decoder layer, 4 heads, width hidden_dim = 128, MLP 128,
-    # sinusoidal positions: 250,643 parameters with OneStepAttn on ReCopy against the GRU's
-    # 249,040; experiments/speed/backbone_speed.py finds this size), so that the grid
-    # compares the two backbones at equal size.
-    # warmup_steps 100: tests/transformer_test.py found the Transformer needs an lr warmup
-    # to start learning (50 steps there, at 3e-3 and batch 4; without it about 1 seed in 3
-    # never learns). Here the lr is 1e-3 and batches are 32, and the digit tasks' 10,000
-    # training samples make 313 steps an epoch: 100 steps is a third of the first epoch,
-    # so the first dev evaluation already sees the full lr. A pilot on this CPU (Copy,
-    # OneStepAttn, seed 0, 3,000 training samples, 5 epochs, the default 2 + 2 layers):
-    # 100% dev (200 samples) from epoch 2, 100% at lengths 30 and 100 (200 samples each).
-    # dropout 0.1, a Transformer's usual rate, not the GRU protocol's 0.5: at 0.5 the
-    # repeat-task runs learned a network that works only with dropout on (Inv ReCopy /
-    # MonoAttn, 512 test_iid inputs: 99.8% with dropout on, 39.5% off, which is how every
-    # evaluation runs); grid `transformer_dropout05` keeps those seed-0 units
-    # (results/NOTES.md, "The Transformer grid").
-    # test_iid as well: whether a failing unit fit the training lengths at all.
-    'transformer': {'backbone': 'transformer', 'warmup_steps': 100, 'transformer_layers': 1,
-                    'transformer_heads': 4, 'transformer_mlp_dim': 128, 'dropout': 0.1,
-                    'test_splits': 'test_iid,paper'},
+    # Beyond the paper: the Transformer backbone at the GRU's parameter count
+    # (recipes.TRANSFORMER_GRID says why each value).
+    'transformer': dict(recipes.TRANSFORMER_GRID),
     # The GRU protocol's dropout on the Transformer (grid `transformer_dropout05`).
     'dropout05': {'dropout': 0.5},
 }
 # The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
-# under the reference code's dev metric, its random batches, both, and with a
+# under the authors' code's dev metric, its random batches, both, and with a
 # trainable gate; RMonoAttn (what MonoAttn trains like with the default gate)
 # and OneStepAttn beside them.
 RECOPY_MONO_LABELS = ('mono.tf_dev', 'mono.random_batches', 'mono.tf_dev.random_batches',
                       'mono.gate0', 'rmono')
 # Reruns of the Table 2 runs whose cells still disagreed with the paper after seeds
 # 0 and 1 (the report's "Table 2 disagreements"; ReCopy / MonoAttn has its own grid
-# above): each under the reference code's random batches; MonoAttn also with a
+# above): each under the authors' code's random batches; MonoAttn also with a
 # trainable gate, the two changes that solved ReCopy / MonoAttn for every seed; and
 # the Lookup runs, whose dev accuracy peaks early, under the paper's epoch budget.
 TABLE2_EXPLAIN_RUNS: Tuple[Tuple[str, str], ...] = (
@@ -85,7 +70,7 @@ TABLE2_EXPLAIN_RUNS: Tuple[Tuple[str, str], ...] = (
 )
 # Reruns of the SCAN rows of Table 3 whose means fell outside the paper's standard
 # deviation after seeds 0 and 1 (Mix OneStepAttn, in both forms): the paper's
-# epoch budget alone, and every training choice of the reference code at once
+# epoch budget alone, and every training choice of the authors' code at once
 # (its Mix form, teacher-forced dev metric, random batches, 100 epochs).
 TABLE3_EXPLAIN_RUNS: Tuple[Tuple[str, str], ...] = (
     ('scan_length', 'mix_onestep.paper_epochs'),

@@ -814,7 +814,7 @@ class Variant:
   direction_mixing: keys/values from e_dir (Eq. 17-18) instead of e ("Bi-").
   position_reference: "PR" (App. B): pa_t is computed from lambda'_t instead of
     the mixed a_t.
-  reference_code_mixes: False where the authors' released code, as configured,
+  authors_code_mixes: False where the authors' released code, as configured,
     builds this Mix variant without its softmax branch (see `variants.from_config`).
   sigma_bias: the sigma read-out has a bias b_sigma (this library's default;
     False: no such parameter, as the authors' code). Location variants only.
@@ -827,7 +827,7 @@ class Variant:
   location: Optional[LocationRule] = None
   direction_mixing: bool = False
   position_reference: bool = False
-  reference_code_mixes: bool = True
+  authors_code_mixes: bool = True
   sigma_bias: bool = True
   location_normaliser: LocationNormaliser = PADDING_FREE
 

@@ -112,7 +112,8 @@ def save_config(workdir: pathlib.Path, config) -> None:
 def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """The stored config over the current defaults (fields added since keep their defaults).
 
-  Configs written before the field `model` was renamed `variant` are read too. A
+  Configs written before the field `model` was renamed `variant`, or before
+  mix_mode 'reference_code' was renamed 'authors_code', are read too. A
   damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
   or variant) is a one-line MonolocError.
   """
@@ -129,6 +130,8 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
                               f'got {type(stored).__name__}')
   if 'model' in stored and 'variant' not in stored:
     stored['variant'] = stored.pop('model')
+  if stored.get('mix_mode') == 'reference_code':   # its name before 2026-12
+    stored['mix_mode'] = 'authors_code'
   config = default.get_config()
   missing = [k for k in ('task', 'variant') if k not in stored]
   unknown = sorted(set(stored) - set(config))

@@ -3,13 +3,12 @@
 `train_and_evaluate(config, workdir)` is the whole job: load the task, train N
 seeds at once (every array of the train state has a leading seed axis and the
 jitted step is `jax.vmap`ped over it), keep per-seed plateau schedules, early
-stopping and best-dev parameters on the host, checkpoint every epoch with
-orbax, and finally greedy-decode every test split with each seed's best
-parameters (`inference`). Run-directory files are `rundir`'s; re-scoring and
+stopping (the procedure's rules, `recipes.Tracker`) and best-dev parameters on
+the host, checkpoint every epoch with orbax, and finally greedy-decode every
+test split with each seed's best parameters (`inference`). Run-directory files are `rundir`'s; re-scoring and
 decoding a finished run are `inference.evaluate` / `inference.predict`.
 """
 
-import dataclasses
 import pathlib
 import time
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
@@ -32,6 +31,7 @@ from monoloc_jax import models
 from monoloc_jax import rundir
 from monoloc_jax import multiseed
 from monoloc_jax import precision
+from monoloc_jax import recipes
 from monoloc_jax import sharding
 from monoloc_jax.vocab import Vocabulary
 
@@ -60,108 +60,6 @@ class EpochStats(NamedTuple):
   @classmethod
   def zeros(cls, n: int) -> 'EpochStats':
     return cls(jnp.zeros((n,)), jnp.zeros((n,)), jnp.full((n,), -1, jnp.int32))
-
-
-@dataclasses.dataclass
-class Tracker:
-  """Host-side per-seed schedule and early-stopping state (the paper's App. E)."""
-  lr: np.ndarray            # [N] current learning rate
-  best_dev: np.ndarray      # [N] best dev accuracy so far (fraction)
-  best_epoch: np.ndarray    # [N] epoch of the best checkpoint (-1 = none)
-  since_best: np.ndarray    # [N] epochs without improvement
-  plateau: np.ndarray       # [N] bad epochs of the lr plateau rule since its last lr change
-  stopped: np.ndarray       # [N] early-stopped
-  perfect: np.ndarray       # [N] consecutive epochs at 100% dev accuracy
-  epoch: int = 0            # epochs completed
-  # [N] the 'reduce_lr_on_plateau' rule's own best dev score (None under other rules,
-  # and then not in the checkpoint, so workdirs of the 'library' rule keep their layout).
-  plateau_best: Optional[np.ndarray] = None
-
-  @classmethod
-  def create(cls, n: int, lr: float, plateau_rule: str = 'library') -> 'Tracker':
-    if plateau_rule not in PLATEAU_RULES:
-      raise errors.unknown_name('plateau_rule', plateau_rule, PLATEAU_RULES)
-    return cls(np.full(n, lr, np.float32), np.full(n, -1.0), np.full(n, -1, np.int32),
-               np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
-               np.zeros(n, np.int32),
-               plateau_best=(np.full(n, -np.inf) if plateau_rule == 'reduce_lr_on_plateau'
-                             else None))
-
-  def to_tree(self) -> Dict[str, np.ndarray]:
-    tree = {k: np.asarray(v) for k, v in dataclasses.asdict(self).items() if v is not None}
-    tree['epoch'] = np.asarray(self.epoch, np.int32)
-    return tree
-
-  @classmethod
-  def from_tree(cls, tree: Dict[str, Any]) -> 'Tracker':
-    kw = {k: np.asarray(v) for k, v in tree.items()}
-    kw['epoch'] = int(kw['epoch'])
-    return cls(**kw)
-
-  def update(self, dev_acc: np.ndarray, config) -> np.ndarray:
-    """Records one epoch's dev accuracy; returns which seeds improved.
-
-    Improvement: acc >= best - tolerance (the best checkpoint moves to the later
-    of tied epochs). The lr follows `config.plateau_rule` (`PLATEAU_RULES`). A seed
-    stops after `early_stop_patience` epochs without improvement, or, when
-    `perfect_dev_patience` > 0, once its dev accuracy has been 100% for that many
-    consecutive epochs.
-    """
-    active = ~self.stopped
-    improved = active & (dev_acc >= self.best_dev - config.improvement_tolerance)
-    self.best_dev = np.where(improved, np.maximum(self.best_dev, dev_acc), self.best_dev)
-    self.best_epoch = np.where(improved, self.epoch, self.best_epoch)
-    self.since_best = np.where(improved, 0, self.since_best + active)
-    PLATEAU_RULES[config.get('plateau_rule', 'library')](self, dev_acc, improved, active, config)
-    self.perfect = np.where(active & (dev_acc >= 1.0), self.perfect + 1, 0).astype(np.int32)
-    self.stopped = self.stopped | (self.since_best >= config.early_stop_patience)
-    if config.perfect_dev_patience:
-      self.stopped = self.stopped | (self.perfect >= config.perfect_dev_patience)
-    self.epoch += 1
-    return improved
-
-
-def library_plateau(tracker: Tracker, dev_acc: np.ndarray, improved: np.ndarray,
-                    active: np.ndarray, config) -> None:
-  """The library's lr plateau: lr <- lr * lr_factor once a seed has gone `lr_patience`
-  epochs without improvement (the improvement rule above: ties count); the count
-  then restarts."""
-  del dev_acc
-  tracker.plateau = np.where(improved, 0, tracker.plateau + active)
-  halve = active & (tracker.plateau >= config.lr_patience)
-  tracker.lr = np.where(halve, tracker.lr * config.lr_factor, tracker.lr).astype(np.float32)
-  tracker.plateau = np.where(halve, 0, tracker.plateau)
-
-
-def reduce_lr_on_plateau(tracker: Tracker, dev_acc: np.ndarray, improved: np.ndarray,
-                         active: np.ndarray, config) -> None:
-  """torch.optim.lr_scheduler.ReduceLROnPlateau(mode='max', factor=lr_factor,
-  patience=lr_patience, threshold=plateau_threshold, threshold_mode='rel', cooldown=0,
-  eps=1e-8), stepped with the dev score after every epoch but the first, as the
-  authors' train.py does.
-
-  better_t = dev_t > best * (1 + threshold); best <- dev_t when better, and
-  bad <- 0 if better else bad + 1; when bad > patience:
-  lr <- lr * factor (unless that changes lr by at most 1e-8) and bad <- 0.
-  Its best is its own: ties are bad epochs here even where they count as improvement.
-  """
-  del improved
-  step = active & (tracker.epoch > 0)
-  better = step & (dev_acc > tracker.plateau_best * (1.0 + config.plateau_threshold))
-  tracker.plateau_best = np.where(better, dev_acc, tracker.plateau_best)
-  tracker.plateau = np.where(better, 0, tracker.plateau + step).astype(np.int32)
-  reduce = step & (tracker.plateau > config.lr_patience)
-  new_lr = (tracker.lr * config.lr_factor).astype(np.float32)
-  change = reduce & (tracker.lr - new_lr > 1e-8)
-  tracker.lr = np.where(change, new_lr, tracker.lr).astype(np.float32)
-  tracker.plateau = np.where(reduce, 0, tracker.plateau).astype(np.int32)
-
-
-# config.plateau_rule -> how the learning rate follows dev accuracy.
-PLATEAU_RULES: Dict[str, Callable[..., None]] = {
-    'library': library_plateau,
-    'reduce_lr_on_plateau': reduce_lr_on_plateau,
-}
 
 
 # ---------------------------------------------------------------------------
@@ -195,9 +93,8 @@ def per_leaf_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTrans
   parts = [optax.clip_by_global_norm(config.grad_clip),
            optax.inject_hyperparams(optax.adamw)(
                learning_rate=config.learning_rate, weight_decay=config.weight_decay)]
-  warmup_steps = config.get('warmup_steps', 0)
-  if warmup_steps > 0:
-    parts.append(optax.scale_by_schedule(warmup_factor(warmup_steps)))
+  if config.warmup_steps > 0:
+    parts.append(optax.scale_by_schedule(warmup_factor(config.warmup_steps)))
   return optax.chain(*parts)
 
 
@@ -416,7 +313,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   placement = sharding.plan(n, config.batch_size, devices)
   if placement.mesh is not None and config.progress:
     print(placement.describe(), flush=True)
-  strategy = config.get('seed_strategy', 'auto')
+  strategy = config.seed_strategy
   programs = make_train_programs(model, tx, strategy, precision.of(config))
   eval_programs = inference.make_eval_programs(model, strategy, precision.of(config))
 
@@ -424,7 +321,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
                                 config.data_seed, data.vocab.sos_id, config.bucket_batches))
   state = placement.put_state(create_train_state(programs, seeds, probe))
   best_params = jax.tree_util.tree_map(jnp.copy, state.params)  # params are donated to train_step
-  tracker = Tracker.create(n, config.learning_rate, config.get('plateau_rule', 'library'))
+  tracker = recipes.Tracker.create(n, config.learning_rate, config.plateau_rule)
 
   ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
   target = {'state': state, 'best_params': best_params, 'tracker': tracker.to_tree()}
@@ -435,7 +332,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   history = []
   if restored is not None:
     state, best_params = placement.put_state((restored['state'], restored['best_params']))
-    tracker = Tracker.from_tree(restored['tracker'])
+    tracker = recipes.Tracker.from_tree(restored['tracker'])
     logging.info('resumed from %s at epoch %d', ckpt.directory, tracker.epoch)
     print(f'Resuming from the checkpoint of epoch {tracker.epoch} in {ckpt.directory}')
     # The history is the checkpoint's own copy: cut back to the restored epoch exactly.

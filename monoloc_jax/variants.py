@@ -25,7 +25,7 @@ def _entries():
   bi = dict(direction_mixing=True)
   # The authors' code builds Mix OneStep/Mono/RMono (and their PR forms) without
   # the softmax branch; see `from_config` and BUILD_NOTES.md §2.
-  ref_no_mix = dict(reference_code_mixes=False)
+  authors_no_mix = dict(authors_code_mixes=False)
   return (
       Variant('content', 'Content', scores=CONTENT),
       Variant('relative', 'Relative', scores=RELATIVE),
@@ -38,17 +38,17 @@ def _entries():
       Variant('mix_locattn_s_pr', 'Mix LocAttn S PR', CONTENT, _R['locattn_s'],
               position_reference=True),
       Variant('onestep', 'OneStepAttn', location=_R['onestep'], **bi),
-      Variant('mix_onestep', 'Mix OneStepAttn', CONTENT, _R['onestep'], **bi, **ref_no_mix),
+      Variant('mix_onestep', 'Mix OneStepAttn', CONTENT, _R['onestep'], **bi, **authors_no_mix),
       Variant('mix_onestep_pr', 'Mix OneStepAttn PR', CONTENT, _R['onestep'], **bi,
-              position_reference=True, **ref_no_mix),
+              position_reference=True, **authors_no_mix),
       Variant('mono', 'MonoAttn', location=_R['mono'], **bi),
-      Variant('mix_mono', 'Mix MonoAttn', CONTENT, _R['mono'], **bi, **ref_no_mix),
+      Variant('mix_mono', 'Mix MonoAttn', CONTENT, _R['mono'], **bi, **authors_no_mix),
       Variant('mix_mono_pr', 'Mix MonoAttn PR', CONTENT, _R['mono'], **bi,
-              position_reference=True, **ref_no_mix),
+              position_reference=True, **authors_no_mix),
       Variant('rmono', 'RMonoAttn', location=_R['rmono'], **bi),
-      Variant('mix_rmono', 'Mix RMonoAttn', CONTENT, _R['rmono'], **bi, **ref_no_mix),
+      Variant('mix_rmono', 'Mix RMonoAttn', CONTENT, _R['rmono'], **bi, **authors_no_mix),
       Variant('mix_rmono_pr', 'Mix RMonoAttn PR', CONTENT, _R['rmono'], **bi,
-              position_reference=True, **ref_no_mix),
+              position_reference=True, **authors_no_mix),
       Variant('onestep_minus_step2', 'OneStepAttn -Step 2',
               location=_R['onestep_minus_step2'], **bi),
       Variant('onestep_minus_step3', 'OneStepAttn -Step 3',
@@ -81,7 +81,7 @@ def with_param_init(variant: Variant, name: str, init) -> Variant:
   return dataclasses.replace(variant, location=dataclasses.replace(rule, params=params))
 
 
-def reference_code_form(variant: Variant) -> Variant:
+def authors_code_form(variant: Variant) -> Variant:
   """The variant as the authors' released code builds it.
 
   In that code's configs, Mix OneStepAttn, Mix MonoAttn, Mix RMonoAttn and their
@@ -90,16 +90,16 @@ def reference_code_form(variant: Variant) -> Variant:
   lambda' alone (pa_t from lambda' too): they do not mix. Every other variant
   is returned unchanged.
   """
-  if variant.reference_code_mixes:
+  if variant.authors_code_mixes:
     return variant
   return dataclasses.replace(variant, scores=None, position_reference=False,
-                             display_name=f'{variant.display_name} (reference code)')
+                             display_name=f"{variant.display_name} (authors' code)")
 
 
 # config.mix_mode -> how a Mix variant is built.
 MIX_MODES: Mapping[str, Callable[[Variant], Variant]] = types.MappingProxyType({
     'paper': lambda variant: variant,       # Eq. 15-16: a name that says Mix mixes
-    'reference_code': reference_code_form,
+    'authors_code': authors_code_form,
 })
 
 
@@ -129,15 +129,15 @@ def from_config(config) -> Variant:
   """The variant a training config asks for: `config.variant`, with its options applied.
 
   config.mix_mode: 'paper' (default; Mix variants mix, Eq. 15-16) or
-    'reference_code' (`reference_code_form`).
+    'authors_code' (`authors_code_form`; run directories written before this name
+    say 'reference_code', which `rundir.load_config` reads as 'authors_code').
   config.mono_gate_init: the initial MonoAttn gate logit p (Eq. 19).
   config.sigma_bias, config.location_normaliser: see `with_config_options`.
   """
   variant = get(config.variant)
-  mode = config.get('mix_mode', 'paper')
-  if mode not in MIX_MODES:
-    raise errors.unknown_name('mix_mode', mode, MIX_MODES)
-  variant = MIX_MODES[mode](variant)
+  if config.mix_mode not in MIX_MODES:
+    raise errors.unknown_name('mix_mode', config.mix_mode, MIX_MODES)
+  variant = MIX_MODES[config.mix_mode](variant)
   if config.mono_gate_init != attention.MONO_GATE_INIT:
     variant = with_param_init(variant, 'gate_logit',
                               jax.nn.initializers.constant(config.mono_gate_init))

@@ -44,9 +44,9 @@ def batch(seed=0, n=6, t=5):
 # ---------------------------------------------------------------------------
 # 1. Mix variants as the reference code ran them.
 # ---------------------------------------------------------------------------
-def test_reference_code_form_applies_to_exactly_six_variants():
+def test_authors_code_form_applies_to_exactly_six_variants():
   changed = [name for name in variants.NAMES
-             if variants.from_config(config(variant=name, mix_mode='reference_code')).scores
+             if variants.from_config(config(variant=name, mix_mode='authors_code')).scores
              is not variants.from_config(config(variant=name)).scores]
   assert tuple(changed) == NOT_MIXING_IN_REFERENCE
 
@@ -59,18 +59,18 @@ def test_paper_mode_mixes():
 
 def test_unknown_mix_mode_is_a_one_line_error():
   with pytest.raises(errors.MonolocError, match="unknown mix_mode 'both'; valid mix_modes: "
-                     'paper, reference_code'):
+                     'authors_code, paper'):
     variants.from_config(config(variant='mix_onestep', mix_mode='both'))
 
 
 @pytest.mark.parametrize('name, location_only', [('mix_onestep', 'onestep'),
                                                  ('mix_mono_pr', 'mono'),
                                                  ('mix_rmono', 'rmono')])
-def test_reference_code_form_has_no_query_key_and_attends_with_lambda(name, location_only):
-  ref = variants.from_config(config(variant=name, mix_mode='reference_code'))
+def test_authors_code_form_has_no_query_key_and_attends_with_lambda(name, location_only):
+  ref = variants.from_config(config(variant=name, mix_mode='authors_code'))
   assert ref.scores is None and not ref.mixes and not ref.position_reference
   assert ref.direction_mixing and ref.location is variants.get(name).location
-  assert '(reference code)' in ref.display_name
+  assert "(authors' code)" in ref.display_name
   src, lengths, tgt = batch()
   model = models.Seq2Seq(vocab_size=VOCAB, variant=ref)
   other = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(location_only))

@@ -51,7 +51,7 @@ def authors_loop(devs, patience=50, sched_patience=4, factor=0.5, lr=1e-3, thres
 
 
 def ours(devs, config):
-  tracker = train.Tracker.create(1, config.learning_rate, config.plateau_rule)
+  tracker = recipes.Tracker.create(1, config.learning_rate, config.plateau_rule)
   out = []
   for dev in devs:
     if tracker.stopped.all():
@@ -94,7 +94,7 @@ def test_library_rules_differ_on_the_same_curve():
 
 def test_ties_are_bad_epochs_for_the_plateau_rule_only():
   c = authors_code.get_config()
-  tracker = train.Tracker.create(1, 1e-3, c.plateau_rule)
+  tracker = recipes.Tracker.create(1, 1e-3, c.plateau_rule)
   tracker.update(np.array([0.5]), c)                 # epoch 0: not seen by the scheduler
   for _ in range(5):                                 # five exact ties: all improvements,
     assert tracker.update(np.array([0.5]), c)[0]     # and five bad epochs for the lr
@@ -105,20 +105,20 @@ def test_ties_are_bad_epochs_for_the_plateau_rule_only():
 
 def test_reduce_lr_on_plateau_state_is_checkpointed_and_library_layout_kept():
   c = authors_code.get_config()
-  t = train.Tracker.create(2, 1e-3, c.plateau_rule)
+  t = recipes.Tracker.create(2, 1e-3, c.plateau_rule)
   t.update(np.array([0.2, 0.4]), c)
   t.update(np.array([0.3, 0.1]), c)    # epoch 1: the scheduler's first step sets its best
   t.update(np.array([0.25, 0.4]), c)
-  back = train.Tracker.from_tree(t.to_tree())
+  back = recipes.Tracker.from_tree(t.to_tree())
   np.testing.assert_array_equal(back.plateau_best, [0.3, 0.4])
   np.testing.assert_array_equal(back.plateau, [1, 0])
   # The library rule's checkpoint tree has exactly the keys it always had.
-  lib = train.Tracker.create(2, 1e-3).to_tree()
+  lib = recipes.Tracker.create(2, 1e-3).to_tree()
   assert set(lib) == {'lr', 'best_dev', 'best_epoch', 'since_best', 'plateau', 'stopped',
                       'perfect', 'epoch'}
   with pytest.raises(errors.MonolocError, match='valid plateau_rules: library, '
                                                 'reduce_lr_on_plateau'):
-    train.Tracker.create(1, 1e-3, 'torch')
+    recipes.Tracker.create(1, 1e-3, 'torch')
 
 
 def test_recipe_fields_are_config_fields_and_the_named_config_applies_them():
@@ -213,3 +213,54 @@ def test_optimizer_step_equals_torch_adamw_with_clip_grad_norm():
                                  err_msg=f'step {step}, leaf {k}')
     moved = np.abs(np.asarray(params['a']) - golden[f'init/a']).max()
     assert moved > 1e-4 * (step + 1)   # the comparison is not vacuous
+
+
+def test_both_recipes_set_the_same_fields_and_the_default_config_takes_the_library_one():
+  assert list(recipes.LIBRARY) == list(recipes.AUTHORS_CODE)
+  base = default.get_config()
+  for field, value in recipes.LIBRARY.items():
+    assert base[field] == value and type(base[field]) is type(value), field
+  assert recipes.apply(base, 'library').to_dict() == base.to_dict()
+  # Every procedure field has its --help line, and every config field a comment.
+  assert set(recipes.FIELD_HELP) == set(recipes.LIBRARY)
+  missing = [f for f, _, comment in configs.field_help() if not comment]
+  assert set(missing) <= {'dtype', 'matmul_precision'}, missing   # block comments above them
+  assert {f for f, _, _ in configs.field_help()} == set(base)
+
+
+def test_subset_and_named_views_of_the_recipes():
+  assert recipes.subset('authors_code', 'dev_metric') == {'dev_metric': 'teacher_forced'}
+  assert recipes.subset('library', 'bucket_batches', 'max_epochs') == {
+      'bucket_batches': True, 'max_epochs': 100}
+  with pytest.raises(errors.MonolocError, match='valid recipes: authors_code, library'):
+    recipes.subset('theirs', 'dev_metric')
+  with pytest.raises(errors.MonolocError, match="unknown authors_code recipe field 'dropout'"):
+    recipes.subset('authors_code', 'dropout')
+  # The paper's budget: the authors' epochs and no perfect-dev stop, the paper's patience 50
+  # (their code's rule stops one epoch later).
+  assert dict(recipes.PAPER_EPOCHS) == {'max_epochs': 100, 'early_stop_patience': 50,
+                                        'perfect_dev_patience': 0}
+  assert recipes.AUTHORS_CODE['early_stop_patience'] == 51
+  c = default.get_config()
+  c.update(recipes.TRANSFORMER_GRID)
+  configs.validate(c)
+
+
+def test_rules_stop_and_improve_as_documented():
+  assert list(recipes.improvement(np.array([0.5, 0.4989, 0.6]), np.array([0.5] * 3), 0.001)) == [
+      True, False, True]
+  assert list(recipes.early_stop(np.array([49, 50]), 50)) == [False, True]
+  assert list(recipes.perfect_dev_stop(np.array([0, 3]), 0)) == [False, False]   # off
+  assert list(recipes.perfect_dev_stop(np.array([2, 3]), 3)) == [False, True]
+
+
+def test_a_run_directory_of_the_old_mix_mode_name_still_loads(tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  stored = default.get_config().to_dict()
+  stored.update(task='scan_length', variant='mix_onestep', mix_mode='reference_code')
+  (tmp_path / rundir.CONFIG).write_text(json.dumps(stored), encoding='utf-8')
+  config = rundir.load_config(tmp_path)
+  assert config.mix_mode == 'authors_code'
+  assert config.variant == 'mix_onestep'
+  given = ml_collections.ConfigDict(dict(stored, mix_mode='authors_code'))
+  rundir.check_config(tmp_path, given)      # resumes: the same run under its new name

@@ -306,14 +306,14 @@ def test_grids_hold_the_papers_runs():
       (t, label.split('.')[0]) for t, label in runs['table3'])
   assert grid.Unit('table3_explain', 'scan_length',
                    'mix_onestep.reference_code.tf_dev.random_batches.paper_epochs', 0
-                   ).overrides == {'mix_mode': 'reference_code', 'dev_metric': 'teacher_forced',
+                   ).overrides == {'mix_mode': 'authors_code', 'dev_metric': 'teacher_forced',
                                    'bucket_batches': False, 'max_epochs': 100,
                                    'early_stop_patience': 50, 'perfect_dev_patience': 0}
   assert {(t, label.split('.')[0]) for t, label in runs['table2_explain']} <= set(runs['table2'])
   assert grid.Unit('recopy_mono', 'recopy', 'mono.tf_dev.random_batches', 0).overrides == {
       'dev_metric': 'teacher_forced', 'bucket_batches': False}
   unit = grid.Unit('table3', 'scan_length', 'mix_mono.reference_code', 1)
-  assert unit.variant == 'mix_mono' and unit.overrides == {'mix_mode': 'reference_code'}
+  assert unit.variant == 'mix_mono' and unit.overrides == {'mix_mode': 'authors_code'}
   assert grid.Unit('table3', 'cfq_length', 'content', 0).overrides['num_layers'] == 2
   ordered = grid.units(['table6', 'table2'], [1, 0])
   assert [u.seed for u in ordered[:60]] == [1] * 60
@@ -714,3 +714,28 @@ def test_a_resumed_unit_records_the_wall_time_of_every_process(tmp_path, monkeyp
   assert [r['wall_time_s'] for r in pair] == [500.0, 500.0]
   assert pair[0]['program'] == {'seeds': [0, 1], 'wall_time_s': 1000.0}
   assert reproduce.run_wall_s({}, 12.5) == 12.5     # results from before the field
+
+
+def test_procedure_tags_are_recipe_views_and_committed_units_keep_their_overrides():
+  from monoloc_jax import recipes  # pylint: disable=g-import-not-at-top
+  assert grid.OPTION_TAGS['tf_dev'] == recipes.subset('authors_code', 'dev_metric')
+  assert grid.OPTION_TAGS['random_batches'] == recipes.subset('authors_code', 'bucket_batches')
+  assert grid.OPTION_TAGS['paper_epochs'] == dict(recipes.PAPER_EPOCHS)
+  assert grid.OPTION_TAGS['authors'] == dict(recipes.AUTHORS_CODE)
+  assert grid.OPTION_TAGS['transformer'] == dict(recipes.TRANSFORMER_GRID)
+  # Every committed unit's stored overrides are what its label asks for today (mix_mode
+  # under its old name 'reference_code'), so the report finds them and nothing reruns.
+  checked = 0
+  for path in sorted((EXPERIMENTS.parent / 'results').glob('*/*/*/seed*.json')):
+    unit_json = json.loads(path.read_text(encoding='utf-8'))
+    if 'overrides' not in unit_json:
+      continue
+    unit = grid.Unit(unit_json['grid'], unit_json['task'], unit_json['label'], unit_json['seed'])
+    assert unit.path(EXPERIMENTS.parent / 'results', '.json') == path
+    now = unit.overrides
+    for field, value in unit_json['overrides'].items():
+      if (field, value) == ('mix_mode', 'reference_code'):
+        value = 'authors_code'
+      assert now.get(field) == value, (path, field, value, now.get(field))
+    checked += 1
+  assert checked > 500

@@ -14,6 +14,7 @@ import pytest
 from monoloc_jax import checkpointing
 from monoloc_jax import errors
 from monoloc_jax import inference
+from monoloc_jax import recipes
 from monoloc_jax import train
 from monoloc_jax.configs import default
 
@@ -163,7 +164,7 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
     ('min_sigma', -1.0, 'bad value for config.min_sigma: -1.0; it must be a positive number'),
     ('weight_decay', -1.0, 'bad value for config.weight_decay: -1.0'),
     ('value_dim', 0, 'bad value for config.value_dim: 0'),
-    ('mix_mode', 'both', "unknown mix_mode 'both'; valid mix_modes: paper, reference_code"),
+    ('mix_mode', 'both', "unknown mix_mode 'both'; valid mix_modes: authors_code, paper"),
     ('decoder_init', 'backward_states', "needs num_layers=2"),
 ])
 def test_bad_config_values(tmp_path, field, value, message):
@@ -234,7 +235,7 @@ def test_cli_trains_evaluates_and_predicts(cli_run):
 
 def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
   config = small_config(perfect_dev_patience=2, early_stop_patience=50)
-  tracker = train.Tracker.create(2, 1e-3)
+  tracker = recipes.Tracker.create(2, 1e-3)
   tracker.update(np.array([1.0, 0.9]), config)
   assert not tracker.stopped.any()
   tracker.update(np.array([1.0, 1.0]), config)      # seed 0: 2 perfect epochs in a row
@@ -242,7 +243,7 @@ def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
   tracker.update(np.array([1.0, 0.99]), config)     # seed 1's run of perfect epochs broke
   np.testing.assert_array_equal(tracker.stopped, [True, False])
   off = small_config(perfect_dev_patience=0, early_stop_patience=50)
-  tracker = train.Tracker.create(1, 1e-3)
+  tracker = recipes.Tracker.create(1, 1e-3)
   for _ in range(5):
     tracker.update(np.array([1.0]), off)
   assert not tracker.stopped.any()

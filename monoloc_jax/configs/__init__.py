@@ -90,13 +90,13 @@ def validate(config, task=None, variant=None) -> None:
   if config.decoder_init == 'backward_states' and config.num_layers != 2:
     raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
                               f'(got {config.num_layers})')
-  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import recipes  # pylint: disable=g-import-not-at-top
   if config.get('init_scheme', 'library') not in models.INIT_SCHEMES:
     raise errors.unknown_name('init_scheme', config.init_scheme, models.INIT_SCHEMES)
   models.dtype_of(config)                 # unknown dtype, or float64 without x64
-  if config.get('plateau_rule', 'library') not in train.PLATEAU_RULES:
-    raise errors.unknown_name('plateau_rule', config.plateau_rule, train.PLATEAU_RULES)
-  threshold = config.get('plateau_threshold', 1e-4)
+  if config.plateau_rule not in recipes.PLATEAU_RULES:
+    raise errors.unknown_name('plateau_rule', config.plateau_rule, recipes.PLATEAU_RULES)
+  threshold = config.plateau_threshold
   if not (math.isfinite(threshold) and threshold >= 0):
     raise errors.MonolocError(f'bad value for config.plateau_threshold: {threshold!r}; '
                               'it must be a number >= 0')
@@ -191,8 +191,10 @@ def resolve(value: str) -> str:
 
 def field_help():
   """[(field, default value, comment)] for every field of the default config, in
-  file order, with the inline comments of configs/default.py."""
+  file order, with the inline comments of configs/default.py and, for the fields
+  it takes from the `library` recipe, `recipes.FIELD_HELP`."""
   import re  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import recipes  # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
   config = default.get_config()
   comments = {}
@@ -200,6 +202,8 @@ def field_help():
     m = re.match(r'\s*c\.(\w+)\s*=\s*[^#]*?(?:#\s*(.*))?$', line)
     if m:
       comments[m.group(1)] = (m.group(2) or '').strip()
+    elif re.match(r'\s*c\.update\(recipes\.LIBRARY\)', line):
+      comments.update(recipes.FIELD_HELP)
   order = list(comments) + [k for k in config.keys() if k not in comments]
   return [(k, config[k], comments.get(k, '')) for k in order if k in config]
 

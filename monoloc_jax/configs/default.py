@@ -2,6 +2,8 @@
 
 import ml_collections
 
+from monoloc_jax import recipes
+
 
 def get_config() -> ml_collections.ConfigDict:
   """Every setting of a run, with the paper's defaults."""
@@ -26,8 +28,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
                              # (transformer: per head; 0 = hidden_dim / transformer_heads)
   c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
-  c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
-  c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
+  c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'authors_code': as the authors' code ran them
+  c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the authors' code
   c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
   # Backbone: 'gru' (the paper's BiGRU -> GRU) or 'transformer' (beyond the paper: a
   # pre-LN Transformer of width hidden_dim and rate dropout; embed_dim, value_dim, num_layers unused).
@@ -36,9 +38,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.transformer_heads = 4    # transformer only: attention heads (must divide hidden_dim)
   c.transformer_mlp_dim = 512  # transformer only: MLP hidden units
   c.transformer_positions = 'sinusoidal'  # transformer only: 'sinusoidal', 'rope' or 'none'
-  c.init_scheme = 'library'  # parameter init: 'library' or 'authors_code' (the authors' torch inits)
-  c.sigma_bias = True        # sigma read-out has a bias (False: as the authors' code)
-  c.location_normaliser = 'padding_free'  # Eq. 9: 'padding_free' or 'authors_code' (sum + S*1e-20)
   # Computation dtype: 'float32', 'bfloat16' (TPU; parameters, the location recurrence,
   # softmaxes and logits stay float32) or 'float64' (needs JAX_ENABLE_X64=1).
   c.dtype = 'float32'
@@ -46,25 +45,12 @@ def get_config() -> ml_collections.ConfigDict:
   # backend's: TensorFloat-32 on NVIDIA GPUs, bfloat16 on TPU). precision.py.
   c.matmul_precision = 'highest'
 
-  # Optimisation (App. E: AdamW, lr plateau, early stopping).
-  c.learning_rate = 1e-3     # AdamW learning rate
-  c.weight_decay = 0.0       # AdamW weight decay
-  c.grad_clip = 5.0          # global gradient-norm clip
+  # The training procedure (App. E: batching, budget, stopping, AdamW, lr plateau, dev
+  # metric, and the procedure's data and init choices): the `library` recipe, whose
+  # values and help are written once, in monoloc_jax/recipes.py.
+  c.update(recipes.LIBRARY)
   c.warmup_steps = 0         # scale update k (0-based) by min(1, (k + 1) / N); 0 = no warmup
-  c.batch_size = 32          # training batch size (per seed)
   c.eval_batch_size = 256    # batch size of dev and test decoding
-  c.lr_factor = 0.5          # lr plateau: multiply the lr by this ...
-  c.lr_patience = 4          # ... after this many epochs without dev improvement
-  c.plateau_rule = 'library' # or 'reduce_lr_on_plateau': torch's ReduceLROnPlateau, as the authors
-  c.plateau_threshold = 1e-4 # reduce_lr_on_plateau only: relative gain that counts as better
-  c.early_stop_patience = 50 # stop a seed after this many epochs without dev improvement
-  c.improvement_tolerance = 0.001  # dev accuracy within this of the best counts as improvement
-  c.max_epochs = 100         # at most this many epochs
-  c.dev_metric = 'greedy'    # or 'teacher_forced' (the reference code's)
-  c.bucket_batches = True    # group training batches by target length
-  c.source_eos_tasks = ''    # comma list of tasks whose sources end in <eos> (authors: 'dedupe')
-
-  c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
   # Speed only (same model, same forward numbers; gradients agree to float rounding).
   c.decoder_backward = 'autodiff'  # or 'custom': the hand-written backward (tapped_scan.py)
