@@ -27,16 +27,15 @@ import sys
 import time
 from typing import Any, Callable, Dict, Optional
 
-from absl import app
 from absl import flags
 import jax
 
 from monoloc_jax import attention
-from monoloc_jax import cli
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
+from monoloc_jax import launcher
 from monoloc_jax import models
 from monoloc_jax import multiseed
 from monoloc_jax import precision
@@ -312,7 +311,6 @@ def format_report(r: Dict[str, float]) -> str:
   return head + '\n' + '\n'.join(f'{a:<32}{b:>24}{c:>26}{d:>16}' for a, b, c, d in rows)
 
 
-@errors.one_line_errors
 def main(argv):
   del argv
   _main()
@@ -347,12 +345,9 @@ def _config():
 
 
 def run():
-  sys.argv = configs.resolve_argv_or_exit(sys.argv)
-  configs.define_config_flag(sys.argv, 'Model configuration: a named config or a config '
-                             'file, with --config.FIELD overrides (default: default).')
-  cli.list_flags_in_help(__name__)
-  flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS['config'])
-  app.run(main)
+  """Console-script entry point."""
+  launcher.run(main, __name__, config_help='Model configuration: a named config or a config '
+               'file, with --config.FIELD overrides (default: default).')
 
 
 if __name__ == '__main__':

@@ -300,7 +300,7 @@ class Checkpointer:
       # orbax and tensorstore raise many types (OSError, ValueError('RESOURCE_EXHAUSTED...')).
       for partial in [step_dir, *self.directory.glob(f'{epoch}.orbax-checkpoint-tmp*')]:
         shutil.rmtree(partial, ignore_errors=True)
-      reason = (rundir.os_error_message(e) if isinstance(e, OSError)
+      reason = (errors.os_error_message(e) if isinstance(e, OSError)
                 else (str(e).strip().splitlines() or [type(e).__name__])[0][:200])
       if 'No space left on device' in str(e) and 'No space left on device' not in reason:
         reason = f'No space left on device: {reason}'   # tensorstore says it at the end

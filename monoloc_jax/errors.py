@@ -25,14 +25,24 @@ def unknown_name(kind: str, name: str, valid) -> MonolocError:
       f"unknown {kind} {name!r}; valid {kind}s: {', '.join(sorted(valid))}")
 
 
+def os_error_message(e: OSError) -> str:
+  """'<reason>: <path>' for an OSError (the path it names, if any)."""
+  reason = e.strerror or str(e) or type(e).__name__
+  return f'{reason}: {e.filename}' if e.filename else reason
+
+
 def one_line_errors(main: Callable[..., Any]) -> Callable[..., Any]:
   """`main` for a command line: a MonolocError prints `error: <message>` on stderr
-  and exits with status 2, instead of a traceback."""
+  and exits with status 2, instead of a traceback; so does an OSError the library
+  did not name itself (`error: <reason>: <path>`)."""
   @functools.wraps(main)
   def run(*args, **kwargs):
     try:
       return main(*args, **kwargs)
     except MonolocError as e:
-      print(f'error: {e}', file=sys.stderr)
-      sys.exit(2)
+      message = str(e)
+    except OSError as e:
+      message = os_error_message(e)
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
   return run

@@ -235,6 +235,16 @@ def evaluation_notes(results: Mapping[str, Any]) -> List[str]:
           'and writes this one under "partial_test"' for name in last.get('partial', [])]
 
 
+def evaluation_report(results: Mapping[str, Any]) -> str:
+  """What --mode=evaluate prints: the table of the splits it scored (each as written:
+  under "test", or "partial_test" when it scored fewer samples), then `evaluation_notes`."""
+  last = results['last_evaluation']
+  scored = {k: results['partial_test' if k in last.get('partial', []) else 'test'][k]
+            for k in last['splits']}
+  return '\n'.join([format_table(scored, rundir.with_defaults(results['config'])),
+                    *evaluation_notes(results)])
+
+
 def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
   existing = rundir.load_results(pathlib.Path(workdir))   # a damaged one is an error, kept
   config, vocab, model, params = restore_for_eval(workdir)
@@ -244,7 +254,7 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
     configs.validate(config)
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
-  programs = make_eval_programs(model, config.get('seed_strategy', 'auto'), precision.of(config))
+  programs = make_eval_programs(model, config.seed_strategy, precision.of(config))
   test = evaluate_splits(programs, params, data, config)
   results = existing or {
       'task': config.task, 'variant': config.variant, 'seeds': rundir.seeds_of(config),
@@ -421,6 +431,26 @@ def attended_positions(decoded: Decoded) -> List[int]:
   """The attended source position of each output token and `<eos>`: the argmax, as a
   0-based source index; -1 = START, len(source) = END."""
   return (decoded.attention.argmax(-1) - 1).tolist()
+
+
+def prediction_report(inputs: Sequence[str], decoded: Sequence[Decoded]) -> str:
+  """What --mode=predict prints: the seed that decoded, then per input three lines:
+
+    input : the input as given
+    output: the output tokens
+    attends: TOKEN@P(NAME) for each output token and the final <eos>, P its
+             `attended_positions` entry and NAME the token there (START at -1, the
+             source's tokens, END at len(source); '?' beyond).
+  """
+  lines = [f'decoding with {decoded[0].seed.describe()}']
+  for text, d in zip(inputs, decoded):
+    src = list(d.source)        # the input's tokens (and an <eos> the run's data had)
+    names = ['START'] + src + ['END']
+    lines += [f'input : {text}', f"output: {' '.join(d.output)}",
+              'attends: ' + ' '.join(
+                  f'{tok}@{p}({names[p + 1] if -1 <= p <= len(src) else "?"})'
+                  for tok, p in zip(list(d.output) + ['<eos>'], attended_positions(d)))]
+  return '\n'.join(lines)
 
 
 def predict(workdir: str, inputs: Sequence[str], max_steps: int = 0,

@@ -255,7 +255,7 @@ def resolve_test_splits(config, task=None) -> Tuple[str, ...]:
 
 def source_eos_tasks(config) -> Tuple[str, ...]:
   """The task names of `config.source_eos_tasks` (a comma list; '' = none)."""
-  return tuple(t.strip() for t in config.get('source_eos_tasks', '').split(',') if t.strip())
+  return tuple(t.strip() for t in config.source_eos_tasks.split(',') if t.strip())
 
 
 def source_eos(config, task=None) -> bool:

@@ -7,15 +7,13 @@
 
 import dataclasses
 import importlib
-import sys
 
-from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
 
-from monoloc_jax import cli
 from monoloc_jax import errors
+from monoloc_jax import launcher
 from monoloc_jax import models
 from monoloc_jax import variants
 
@@ -70,19 +68,9 @@ def main(argv):
     print(f'{name:<24}{variants.get(name).display_name:<24}{n:>12,}')
 
 
-def _parse_flags(argv):
-  """absl's flag parsing, with a bad flag as one line and exit code 2."""
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
-
-
 def run():
   """Console-script entry point."""
-  cli.list_flags_in_help(__name__)
-  app.run(main, flags_parser=_parse_flags)
+  launcher.run(main, __name__)
 
 
 if __name__ == '__main__':

@@ -24,6 +24,7 @@ from typing import Callable
 import jax
 
 from monoloc_jax import errors
+from monoloc_jax.configs import default
 
 # config.matmul_precision -> what it means (the names are jax.default_matmul_precision's).
 MATMUL_PRECISIONS = {
@@ -32,13 +33,13 @@ MATMUL_PRECISIONS = {
     'default': "the backend's default: TensorFloat-32 on an NVIDIA GPU since Ampere, "
                'one bfloat16 pass on a TPU, float32 on CPU',
 }
-DEFAULT = 'highest'
+DEFAULT = default.get_config().matmul_precision   # 'highest', written in configs/default.py
 
 __all__ = ['MATMUL_PRECISIONS', 'DEFAULT', 'of', 'traced_under']
 
 
 def of(config) -> str:
-  """config.matmul_precision ('highest' when absent, as in runs written before the
+  """config.matmul_precision (DEFAULT when absent, as in runs written before the
   field existed); a one-line MonolocError naming the choices for an unknown name."""
   return _checked(config.get('matmul_precision', DEFAULT))
 

@@ -26,11 +26,10 @@ import pathlib
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from absl import app
 from absl import flags
 
-from monoloc_jax import cli
 from monoloc_jax import errors
+from monoloc_jax import launcher
 
 METRICS = {'accuracy': 'sequence accuracy (%)', 'seq_acc_be': 'SeqAccBE (%)',
            'edit_distance': 'mean edit distance'}
@@ -226,19 +225,9 @@ def main(argv: Sequence[str]) -> None:
           file=sys.stderr if _FORMAT.value == 'csv' else sys.stdout)
 
 
-def _parse_flags(argv: Sequence[str]) -> List[str]:
-  """absl's flag parsing, with a bad flag as one line and exit code 2."""
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
-
-
 def run() -> None:
   """Console-script entry point."""
-  cli.list_flags_in_help(__name__)
-  app.run(main, flags_parser=_parse_flags)
+  launcher.run(main, __name__)
 
 
 if __name__ == '__main__':

@@ -14,6 +14,7 @@ one-line `MonolocError` naming it. README "Workdir contract" is the contract.
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import pathlib
@@ -42,12 +43,6 @@ def seeds_of(config) -> List[int]:
   return [config.seed + i for i in range(config.seeds)]
 
 
-def os_error_message(e: OSError) -> str:
-  """'<reason>: <path>' for an OSError (the path it names, if any)."""
-  reason = e.strerror or str(e) or type(e).__name__
-  return f'{reason}: {e.filename}' if e.filename else reason
-
-
 @contextlib.contextmanager
 def os_errors(what: str) -> Iterator[None]:
   """Turns an OSError (read-only or full disk, a file where a directory should be, ...)
@@ -55,7 +50,7 @@ def os_errors(what: str) -> Iterator[None]:
   try:
     yield
   except OSError as e:
-    raise errors.MonolocError(f'{what}: {os_error_message(e)}') from None
+    raise errors.MonolocError(f'{what}: {errors.os_error_message(e)}') from None
 
 
 def write_bytes_atomic(path: pathlib.Path, data: bytes) -> None:
@@ -93,7 +88,7 @@ def read_json(path: pathlib.Path, what: str) -> Any:
   try:
     return json.loads(path.read_bytes().decode('utf-8'))
   except OSError as e:
-    raise errors.MonolocError(f'cannot read {what} {path}: {os_error_message(e)}') from None
+    raise errors.MonolocError(f'cannot read {what} {path}: {errors.os_error_message(e)}') from None
   except UnicodeDecodeError as e:
     raise errors.MonolocError(f'{path} is not a valid {what}: not UTF-8 text '
                               f'(byte {e.start})') from None
@@ -128,23 +123,40 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   if not isinstance(stored, dict):
     raise errors.MonolocError(f'{path} is not a valid run config: expected a JSON object, '
                               f'got {type(stored).__name__}')
-  if 'model' in stored and 'variant' not in stored:
-    stored['variant'] = stored.pop('model')
-  if stored.get('mix_mode') == 'reference_code':   # its name before 2026-12
-    stored['mix_mode'] = 'authors_code'
-  config = default.get_config()
+  stored = _current_names(stored)
+  fields = default.get_config()
   missing = [k for k in ('task', 'variant') if k not in stored]
-  unknown = sorted(set(stored) - set(config))
+  unknown = sorted(set(stored) - set(fields))
   if missing or unknown:
     what = (f"it has no {' or '.join(repr(k) for k in missing)}" if missing
             else f"unknown field(s) {', '.join(map(repr, unknown))}")
     raise errors.MonolocError(f'{path} is not a valid run config: {what}; '
-                              f'valid fields: {", ".join(sorted(config))}')
+                              f'valid fields: {", ".join(sorted(fields))}')
   try:
-    config.update(stored)
+    return with_defaults(stored)
   except (TypeError, ValueError, KeyError) as e:
     reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     raise errors.MonolocError(f'{path} is not a valid run config: {reason}') from None
+
+
+def _current_names(stored: Mapping[str, Any]) -> Dict[str, Any]:
+  """`stored` with the field names and values of today (`model` was renamed `variant`;
+  mix_mode 'reference_code' was renamed 'authors_code' in 2026-12)."""
+  stored = dict(stored)
+  if 'model' in stored and 'variant' not in stored:
+    stored['variant'] = stored.pop('model')
+  if stored.get('mix_mode') == 'reference_code':
+    stored['mix_mode'] = 'authors_code'
+  return stored
+
+
+def with_defaults(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
+  """configs/default.py's config with the fields of `stored` (a config.json, the
+  'config' of a results.json) over it: a field it lacks (added since it was
+  written) has its default. Unknown or mistyped fields raise ml_collections'
+  KeyError / TypeError (`load_config` names the file)."""
+  config = default.get_config()
+  config.update(_current_names(stored))
   return config
 
 
@@ -174,6 +186,47 @@ def check_config(workdir: pathlib.Path, config) -> None:
     raise errors.MonolocError(
         f'{workdir} holds a run with another configuration ({diff}); resume it with its own '
         f"settings (only {', '.join(RESUMABLE_FIELDS)} may change) or use a fresh --workdir")
+
+
+def config_file_defaults(config_file: str) -> ml_collections.ConfigDict:
+  """The config of a --config file (its `get_config()`), without any --config.FIELD
+  override."""
+  spec = importlib.util.spec_from_file_location('monoloc_config_file', config_file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def given_fields(config_file: str, given) -> Dict[str, Any]:
+  """{field: value} of the fields of `given` (the --config file's config with the
+  command line's --config.FIELD overrides) that differ from the file's own."""
+  return {field: new for field, _, new in config_changes(config_file_defaults(config_file),
+                                                         ml_collections.ConfigDict(given))}
+
+
+def train_config(workdir: pathlib.Path, config_file: str, given,
+                 overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
+  """The config to train with.
+
+  given: the --config file's config with the --config.FIELD overrides (a ConfigDict
+  or its dict); overrides: {field: value} of the plain flags, None = not given.
+  A new workdir: `given`, then `overrides`. A workdir that holds a run: its stored
+  config.json, with only the fields given on the command line changed (those of
+  `given` that differ from the --config file's own, then `overrides`), so
+  `--workdir=W --config.max_epochs=6` resumes W's own run; `check_config` then
+  refuses changes beyond RESUMABLE_FIELDS.
+  """
+  given = ml_collections.ConfigDict(given)
+  if (pathlib.Path(workdir) / CONFIG).exists():
+    config = load_config(pathlib.Path(workdir))
+    for field, value in given_fields(config_file, given).items():
+      config[field] = value
+  else:
+    config = given
+  for field, value in overrides.items():
+    if value is not None:
+      config[field] = value
+  return config
 
 
 @contextlib.contextmanager

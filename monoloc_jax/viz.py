@@ -50,6 +50,7 @@ from matplotlib.figure import Figure
 import numpy as np
 
 from monoloc_jax import errors
+from monoloc_jax import rundir
 
 PathLike = Union[str, pathlib.Path]
 
@@ -646,11 +647,10 @@ def plot_training_curves(history, seeds: Optional[Sequence[int]] = None,
   if isinstance(history, (str, pathlib.Path)):
     workdir = pathlib.Path(history)
     rows = load_history(workdir)
-    config_path = workdir / 'config.json'
-    if seeds is None and config_path.exists():
-      config = json.loads(config_path.read_text())
-      seeds = [config.get('seed', 0) + i for i in range(config.get('seeds', 1))]
-      title = title or f"{display_name(config.get('variant', config.get('model')))} on {config.get('task')}"
+    if seeds is None and (workdir / rundir.CONFIG).exists():
+      config = rundir.load_config(workdir)      # with the defaults of fields added since
+      seeds = rundir.seeds_of(config)
+      title = title or f'{display_name(config.variant)} on {config.task}'
   else:
     rows = list(history)
   if not rows:

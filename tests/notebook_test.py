@@ -170,8 +170,8 @@ def test_a_built_wheel_installs_through_the_install_cells_command(tmp_path):
                   str(tmp_path / 'site'), *fns['pip_target'](('wheel', str(wheel)))],
                  check=True, timeout=300)
   out = subprocess.run(
-      [sys.executable, '-c', 'import monoloc_jax, pathlib; from monoloc_jax import configs; '
-       'print(monoloc_jax.__version__, pathlib.Path(configs.resolve("quick")).is_file(), '
+      [sys.executable, '-c', 'import monoloc_jax, pathlib; from monoloc_jax import launcher; '
+       'print(monoloc_jax.__version__, pathlib.Path(launcher.resolve("quick")).is_file(), '
        'monoloc_jax.__file__)'],
       capture_output=True, text=True, check=True, timeout=120, cwd=tmp_path,
       env=dict(os.environ, PYTHONPATH=str(tmp_path / 'site'))).stdout.split()

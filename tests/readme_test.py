@@ -29,11 +29,11 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_main_job_command_points_at_existing_config():
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import launcher  # pylint: disable=g-import-not-at-top
   main_cmd = [c for c in _commands() if 'monoloc-train' in c]
   assert len(main_cmd) == 1
   config = re.search(r'--config=(\S+)', main_cmd[0]).group(1)
-  assert pathlib.Path(configs.resolve(config)).is_file()
+  assert pathlib.Path(launcher.resolve(config)).is_file()
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
+from monoloc_jax import launcher
 from monoloc_jax import recipes
 from monoloc_jax import rundir
 from monoloc_jax import train
@@ -131,7 +132,7 @@ def test_recipe_fields_are_config_fields_and_the_named_config_applies_them():
   for field, value in recipes.AUTHORS_CODE.items():
     assert c[field] == value
   configs.validate(c)
-  assert configs.resolve('authors_code').endswith('authors_code.py')
+  assert launcher.resolve('authors_code').endswith('authors_code.py')
   # Applying a recipe does not change the config it is given.
   assert base.bucket_batches and recipes.apply(base, 'authors_code').bucket_batches is False
   with pytest.raises(errors.MonolocError, match='valid recipes: authors_code, library'):

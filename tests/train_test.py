@@ -558,17 +558,18 @@ def test_evaluate_applies_test_split_and_size_overrides_from_another_directory(c
 
 def test_named_configs_resolve_from_the_package_anywhere(tmp_path, monkeypatch):
   from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import launcher  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(tmp_path)
   package = pathlib.Path(configs.__file__).parent
-  assert configs.resolve_argv(['x', '--config=quick', '--config.max_epochs=1']) == [
+  assert launcher.resolve_argv(['x', '--config=quick', '--config.max_epochs=1']) == [
       'x', f'--config={package / "quick.py"}', '--config.max_epochs=1']
-  assert configs.resolve('monoloc_jax/configs/cfq.py') == str(package / 'cfq.py')
+  assert launcher.resolve('monoloc_jax/configs/cfq.py') == str(package / 'cfq.py')
   (tmp_path / 'mine.py').write_text('from monoloc_jax.configs import default\n'
                                     'get_config = default.get_config\n')
-  assert configs.resolve('mine.py') == 'mine.py'           # an existing file wins
-  assert set(configs.named_configs()) >= {'default', 'quick', 'cfq'}
+  assert launcher.resolve('mine.py') == 'mine.py'           # an existing file wins
+  assert set(launcher.named_configs()) >= {'default', 'quick', 'cfq'}
   with pytest.raises(errors.MonolocError, match="named configs: authors_code, cfq, default, quick"):
-    configs.resolve('quik')
+    launcher.resolve('quik')
 
 
 def test_help_lists_every_flag_and_config_field():

@@ -23,9 +23,9 @@ import jax
 import pytest
 
 from monoloc_jax import checkpointing
-from monoloc_jax import cli
 from monoloc_jax import errors
 from monoloc_jax import inference
+from monoloc_jax import interrupts
 from monoloc_jax import rundir
 from monoloc_jax import train
 from monoloc_jax.configs import default
@@ -139,7 +139,7 @@ def test_ctrl_c_stops_at_once_with_one_line_and_the_run_resumes(tmp_path, cli_en
     _, err = proc.communicate(timeout=60)
     assert time.time() - sent < 5, moment
     assert proc.returncode == 130, (moment, err)
-    assert err == cli.INTERRUPTED + '\n', (moment, err)
+    assert err == interrupts.INTERRUPTED + '\n', (moment, err)
   rc, _, err = _run(workdir, cli_env, *TINY_FLAGS)
   assert rc == 0, err
   assert stripped_results(workdir) == stripped_results(reference)
