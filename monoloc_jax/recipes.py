@@ -127,7 +127,7 @@ RECIPES: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
     'authors_code': AUTHORS_CODE,
 })
 
-# What each procedure field means, for the launcher's --help (`configs.field_help`);
+# What each procedure field means, for the launcher's --help (`launcher.field_help`);
 # the values and the reasons for them are the recipes' above.
 FIELD_HELP: Mapping[str, str] = types.MappingProxyType({
     'bucket_batches': 'group training batches by target length (False: random batches, '

@@ -224,9 +224,9 @@ def test_both_recipes_set_the_same_fields_and_the_default_config_takes_the_libra
   assert recipes.apply(base, 'library').to_dict() == base.to_dict()
   # Every procedure field has its --help line, and every config field a comment.
   assert set(recipes.FIELD_HELP) == set(recipes.LIBRARY)
-  missing = [f for f, _, comment in configs.field_help() if not comment]
+  missing = [f for f, _, comment in launcher.field_help() if not comment]
   assert set(missing) <= {'dtype', 'matmul_precision'}, missing   # block comments above them
-  assert {f for f, _, _ in configs.field_help()} == set(base)
+  assert {f for f, _, _ in launcher.field_help()} == set(base)
 
 
 def test_subset_and_named_views_of_the_recipes():
