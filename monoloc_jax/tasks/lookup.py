@@ -44,6 +44,12 @@ tables) 6 and `test_longK` (4 + K tables) 6 + K: the paper's lengths 7 / 9 /
 11 are `test_long1` / `test_long3` / `test_long5` (`TRAIN_LENGTHS`,
 `SPLIT_LENGTHS`).
 
+Any length (range evaluation): `sample(length, ...)` draws inputs of `length`
+source tokens with the generator's rule (one table: any table; 2 or more: the
+seen ones), with the tables of a data seed (`generated_rule`) or read back from
+a directory's train file (`file_rule`; for the reference data they are the
+generator's at seed 123, checked in tests/tasks_sample_test.py).
+
 Gold attention (0-based source index per target token, then `<eos>`), as the
 reference generator's `_append_target_attention`: forward target token j reads
 source position j (x, then the j-th table) and `<eos>` reads `.`; reverse

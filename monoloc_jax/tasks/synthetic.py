@@ -14,6 +14,9 @@ Three layers:
   in train). Each split draws from its own numpy Generator seeded with
   `(seed, task_id, SPLIT_SPECS[split].split_id)`, so the data is deterministic
   for a seed and differs between seeds.
+* `sample(task, length, n, seed, exclude)`: examples at any item length
+  (range evaluation), drawn as `generate` draws an input of that length, from
+  a stream of their own; `item_lengths(task, source)` reads the length back.
 
 The split sizes and lengths (`SPLIT_SPECS`) are the paper's (App. A: train
 10,000 inputs of 5-10 items, dev 2,000 of 10-15, tests 2,000 each at 15, 30
