@@ -189,7 +189,8 @@ class LengthSampler:
   Attributes:
     sample: (length, n, seed, exclude, data_seed, data_dir) -> at most n
       examples with distinct sources, each of exactly `length` and none with a
-      source in `exclude`; fewer only when fewer such inputs exist. The same
+      source in `exclude`; fewer only when fewer such inputs exist (see
+      `sampling.draw_distinct` for when it fails instead). The same
       arguments give the same examples. `data_seed` / `data_dir` name the data
       the model was trained on, for a task whose rule depends on it (Lookup's
       tables); `data_dir` is checked like `load_splits` checks it.
