@@ -6,12 +6,19 @@
     tasks.load('copy', 'train', seed=0)  # [(source, target), ...]
     tasks.load_splits('copy', ('train', 'dev'))  # {split: [Example, ...]}
     tasks.get('copy').split_lengths      # the task's facts: a TaskSpec
+    tasks.sample('copy', 150, n=100, seed=0, exclude=train)  # any length
 
 Every task is one `TaskSpec`: its splits, the splits the paper reports, its
 training lengths and each evaluation split's input length, and how to load
 it. Every function here takes a task slug or a `TaskSpec`, so a task defined
 outside the package works like a built-in one; `digit_task` makes the spec of
 a new synthetic digit task from its rule.
+
+A task with a length axis (the digit tasks, Lookup) also makes examples at any
+length (range evaluation): `sample(task, length, n, seed, exclude)` returns up
+to n distinct examples whose source has exactly `length` in the task's
+`length_unit`, drawn as the task's generator draws, none with a source in
+`exclude`; `lengths_of` / `length_of` read an example's length back.
 
 Generated data (the digit tasks, and Lookup when no `data_dir` is given) is
 cached on disk as JSON under
@@ -24,13 +31,14 @@ import dataclasses
 import functools
 import json
 import logging
+import numbers
 import os
 import pathlib
 import re
 import tempfile
 from types import MappingProxyType
-from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping,
+                    Optional, Sequence, Tuple, Union)
 
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
@@ -44,6 +52,7 @@ __all__ = [
     'CACHE_DIR_ENV',
     'DATA_DIR_MODES',
     'Example',
+    'LengthSampler',
     'TASKS',
     'TaskLike',
     'TaskSpec',
@@ -51,10 +60,13 @@ __all__ = [
     'cache_path',
     'digit_task',
     'get',
+    'length_of',
+    'lengths_of',
     'load',
     'load_examples',
     'load_splits',
     'paper_length_splits',
+    'sample',
     'splits',
     'test_splits',
 ]
@@ -68,6 +80,11 @@ Pair = Tuple[Tuple[str, ...], Tuple[str, ...]]
 # data is generated, they are cached too).
 Loader = Callable[[Tuple[str, ...], int, Optional[str]],
                   Mapping[str, Sequence[Example]]]
+Source = Tuple[str, ...]
+# (length, n, seed, exclude, data_seed, data_dir) -> examples; see
+# `LengthSampler`.
+Sampler = Callable[[int, int, int, FrozenSet[Source], int, Optional[str]],
+                   Sequence[Example]]
 
 # 'none': generated in code, a data_dir is an error; 'optional': generated
 # when data_dir is None, else read from it; 'required': read from data_dir.
@@ -98,6 +115,8 @@ class TaskSpec:
       `length_unit` (the x position of its point on an accuracy-versus-length
       plot); only splits with a length are listed.
     length_unit: what a length counts, e.g. 'items' or 'source tokens'.
+    sampler: how the task makes examples at any length (`LengthSampler`);
+      None for a task without a length axis (`sample` refuses it).
   """
   name: str
   splits: Tuple[str, ...]
@@ -110,6 +129,7 @@ class TaskSpec:
   split_lengths: Mapping[str, float] = dataclasses.field(
       default_factory=dict, hash=False)
   length_unit: str = ''
+  sampler: Optional['LengthSampler'] = None
 
   def __post_init__(self):
     name = self.name
@@ -153,9 +173,49 @@ class TaskSpec:
                            f'longest), got {self.train_lengths!r}')
       set_field('train_lengths', (lo, hi))
     set_field('split_lengths', MappingProxyType(dict(self.split_lengths)))
+    if self.sampler is not None and not isinstance(self.sampler,
+                                                   LengthSampler):
+      raise MonolocError(f'sampler of task {name!r} must be a LengthSampler '
+                         f'or None, got {self.sampler!r}')
 
 
 TaskLike = Union[str, TaskSpec]
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthSampler:
+  """How a task makes examples at any length, in its `length_unit`.
+
+  Attributes:
+    sample: (length, n, seed, exclude, data_seed, data_dir) -> at most n
+      examples with distinct sources, each of exactly `length` and none with a
+      source in `exclude`; fewer only when fewer such inputs exist (see
+      `sampling.draw_distinct` for when it fails instead). The same
+      arguments give the same examples. `data_seed` / `data_dir` name the data
+      the model was trained on, for a task whose rule depends on it (Lookup's
+      tables); `data_dir` is checked like `load_splits` checks it.
+    lengths_of: example -> the lengths at which `sample` can make it (one for
+      every built-in task but DeDupe; empty if it cannot make it).
+    min_length: the shortest length `sample` makes.
+  """
+  sample: Sampler
+  lengths_of: Callable[[Example], FrozenSet[int]]
+  min_length: int = 1
+
+  def __post_init__(self):
+    for field in ('sample', 'lengths_of'):
+      if not callable(getattr(self, field)):
+        raise MonolocError(f'{field} of a LengthSampler must be callable, got '
+                           f'{getattr(self, field)!r}')
+    if not _is_count(self.min_length):
+      raise MonolocError(f'min_length of a LengthSampler must be an integer '
+                         f'>= 0, got {self.min_length!r}')
+
+
+def _is_count(value: Any) -> bool:
+  """Whether `value` is an integer >= 0 (not a bool)."""
+  return (isinstance(value, numbers.Integral) and
+          not isinstance(value, bool) and value >= 0)
 
 
 # --------------------------------------------------------------- loaders ---
@@ -187,6 +247,33 @@ def _load_cfq(names: Tuple[str, ...], seed: int,
   return cfq.load_splits(names, data_dir=data_dir)
 
 
+# ------------------------------------------------------------- samplers ---
+
+
+def _sample_digit(digit: synthetic.DigitTask, length: int, n: int, seed: int,
+                  exclude: FrozenSet[Source], data_seed: int,
+                  data_dir: Optional[str]) -> List[Example]:
+  del data_seed, data_dir  # The rule does not depend on the data.
+  return synthetic.sample(digit, length, n, seed, exclude)
+
+
+def _digit_lengths(digit: synthetic.DigitTask,
+                   example: Example) -> FrozenSet[int]:
+  return synthetic.item_lengths(digit, example.source)
+
+
+def _sample_lookup(reverse: bool, length: int, n: int, seed: int,
+                   exclude: FrozenSet[Source], data_seed: int,
+                   data_dir: Optional[str]) -> List[Example]:
+  rule = (lookup.generated_rule(data_seed) if data_dir is None else
+          lookup.file_rule(data_dir, reverse=reverse))
+  return lookup.sample(length, n, seed, exclude, reverse=reverse, rule=rule)
+
+
+def _source_tokens(example: Example) -> FrozenSet[int]:
+  return frozenset((len(example.source),))
+
+
 # ------------------------------------------------------------ the tasks ---
 
 
@@ -200,7 +287,9 @@ def _digit_spec(digit: synthetic.DigitTask) -> TaskSpec:
       version=synthetic.GENERATOR_VERSION,
       train_lengths=synthetic.TRAIN_LENGTHS,
       split_lengths=synthetic.SPLIT_LENGTHS,
-      length_unit='items')
+      length_unit='items',
+      sampler=LengthSampler(functools.partial(_sample_digit, digit),
+                            functools.partial(_digit_lengths, digit)))
 
 
 def _lookup_spec(name: str, reverse: bool) -> TaskSpec:
@@ -213,7 +302,10 @@ def _lookup_spec(name: str, reverse: bool) -> TaskSpec:
       version=lookup.GENERATOR_VERSION,
       train_lengths=lookup.TRAIN_LENGTHS,
       split_lengths=lookup.SPLIT_LENGTHS,
-      length_unit='source tokens')
+      length_unit='source tokens',
+      sampler=LengthSampler(functools.partial(_sample_lookup, reverse),
+                            _source_tokens,
+                            min_length=lookup.source_length(1)))
 
 
 _SCAN_MISSING = (
@@ -254,14 +346,15 @@ TASKS: Tuple[str, ...] = tuple(_REGISTRY)
 
 
 def digit_task(name: str, rule: synthetic.Rule, task_id: int, *,
-               build_source: synthetic.SourceBuilder = synthetic.items_as_source
+               build_source: synthetic.SourceBuilder = synthetic.items_as_source,
+               item_lengths: Optional[synthetic.ItemLengths] = None
                ) -> TaskSpec:
   """The spec of a new synthetic digit task, generated like the built-in ones.
 
   It has the nine digit splits with their sizes and item lengths
-  (`synthetic.SPLIT_SPECS`), distinct inputs within and across splits, and
-  per-split random streams seeded with (seed, task_id, split id). Nothing is
-  registered: pass the returned spec wherever a task slug is accepted.
+  (`synthetic.SPLIT_SPECS`), distinct inputs within and across splits,
+  per-split random streams seeded with (seed, task_id, split id), and a
+  sampler at any item length (`sample`). Nothing is registered: pass the returned spec wherever a task slug is accepted.
 
     swap = tasks.digit_task('swap_pairs', my_rule, task_id=100)
     tasks.load_splits(swap, ('train', 'dev'), seed=0)
@@ -274,11 +367,13 @@ def digit_task(name: str, rule: synthetic.Rule, task_id: int, *,
       (`synthetic.TASK_IDS`), so the task draws its own inputs.
     build_source: how drawn items become an input (see
       `synthetic.DigitTask`); by default the items are the input.
+    item_lengths: for a custom `build_source`, source -> the item lengths it
+      can be built from (`synthetic.ItemLengths`), so `lengths_of` works.
 
   Returns:
     The task's `TaskSpec`.
   """
-  digit = synthetic.DigitTask(name, task_id, rule, build_source)
+  digit = synthetic.DigitTask(name, task_id, rule, build_source, item_lengths)
   if name in _REGISTRY:
     raise MonolocError(f'task name {name!r} is taken by a built-in task; '
                        f'built-in tasks: {", ".join(TASKS)}')
@@ -438,6 +533,20 @@ def _run_loader(spec: TaskSpec, names: Tuple[str, ...], seed: int,
   return loaded
 
 
+def _check_data_dir(spec: TaskSpec, data_dir: Optional[os.PathLike]
+                    ) -> Optional[str]:
+  """`data_dir` as a str (or None) if `spec` accepts it, else MonolocError."""
+  if data_dir is not None:
+    if spec.data_dir_mode == 'none':
+      raise MonolocError(f'task {spec.name!r} is generated in code and takes '
+                         f'no data_dir (got {data_dir!r})')
+    return os.fspath(data_dir)
+  if spec.data_dir_mode == 'required':
+    raise MonolocError(spec.missing_data_dir or
+                       f'task {spec.name!r} needs data_dir')
+  return None
+
+
 def load_splits(task: TaskLike, split_names: Sequence[str], seed: int = 0,
                 data_dir: Optional[str] = None, *,
                 cache: bool = True) -> Dict[str, List[Example]]:
@@ -469,14 +578,7 @@ def load_splits(task: TaskLike, split_names: Sequence[str], seed: int = 0,
   for split in names:
     _check_split(spec, split)
   seed = synthetic.check_seed(seed)
-  if data_dir is not None:
-    if spec.data_dir_mode == 'none':
-      raise MonolocError(f'task {spec.name!r} is generated in code and takes '
-                         f'no data_dir (got {data_dir!r})')
-    data_dir = os.fspath(data_dir)
-  elif spec.data_dir_mode == 'required':
-    raise MonolocError(spec.missing_data_dir or
-                       f'task {spec.name!r} needs data_dir')
+  data_dir = _check_data_dir(spec, data_dir)
   if data_dir is not None or not cache:
     loaded = _run_loader(spec, names, seed, data_dir)
     return {name: list(loaded[name]) for name in names}
@@ -510,3 +612,103 @@ def load(task: TaskLike, split: str, seed: int = 0,
   """Like `load_examples`, as (source, target) token tuples."""
   return [(ex.source, ex.target)
           for ex in load_examples(task, split, seed, data_dir, cache=cache)]
+
+
+# ------------------------------------------------------- any length ---
+
+_NO_AXIS_REASONS = {'required': 'its data are read from files'}
+
+
+def _sampler(spec: TaskSpec) -> LengthSampler:
+  """The sampler of `spec`, or the one-line error of a task without one."""
+  if spec.sampler is None:
+    reason = _NO_AXIS_REASONS.get(spec.data_dir_mode, 'it has no sampler')
+    with_axis = [name for name, other in _REGISTRY.items() if other.sampler]
+    raise MonolocError(f'task {spec.name!r} has no length axis: {reason}; '
+                       f'tasks with one: {", ".join(with_axis)}')
+  return spec.sampler
+
+
+def _sources(exclude: Iterable[Union[Example, Sequence[str]]]
+             ) -> FrozenSet[Source]:
+  """Sources (token sequences, or examples for their sources) as tuples."""
+  if isinstance(exclude, (str, Example)):
+    raise MonolocError('exclude must be a collection of sources or examples, '
+                       f'not one {type(exclude).__name__}')
+  return frozenset(tuple(item.source) if isinstance(item, Example) else
+                   tuple(item) for item in exclude)
+
+
+def sample(task: TaskLike, length: int, n: int, seed: int = 0,
+           exclude: Iterable[Union[Example, Sequence[str]]] = (), *,
+           data_seed: int = 0,
+           data_dir: Optional[os.PathLike] = None) -> List[Example]:
+  """Up to `n` examples of `task` at exactly `length` (its `length_unit`).
+
+  They are drawn as the task's generator draws an input of that length (digit
+  tasks: `synthetic.sample`; Lookup: `lookup.sample`), with distinct sources,
+  none in `exclude`; fewer than `n` come back only when fewer such inputs
+  exist (copy at 1 item has 10). Not cached.
+
+    train = tasks.load_examples('copy', 'train')
+    tasks.sample('copy', 500, n=100, seed=1, exclude=train)
+
+  Args:
+    task: one of `TASKS`, or a TaskSpec with a `sampler`.
+    length: integer >= the task's `sampler.min_length` (digit tasks: 1 item;
+      Lookup: 3 source tokens, one table).
+    n: examples wanted, integer >= 0.
+    seed: the same (task, length, n, seed, exclude) gives the same examples.
+    exclude: sources (token sequences) or examples (their sources) never
+      returned, e.g. the training split.
+    data_seed, data_dir: the data the model was trained on, for a rule that
+      depends on it: Lookup's tables are those of `load(..., seed=data_seed)`,
+      or read from `data_dir`'s train file. Digit tasks take no data_dir.
+
+  Returns:
+    The examples; targets without `<eos>`.
+
+  Raises:
+    MonolocError: a task without a length axis (SCAN, CFQ), a bad length, n,
+      seed or data_dir.
+  """
+  spec = get(task)
+  sampler = _sampler(spec)
+  if not _is_count(length) or length < sampler.min_length:
+    raise MonolocError(
+        f'length of task {spec.name!r} must be an integer >= '
+        f'{sampler.min_length} ({spec.length_unit or "its unit"}), got '
+        f'{length!r}')
+  if not _is_count(n):
+    raise MonolocError(f'n must be an integer >= 0, got {n!r}')
+  seed = synthetic.check_seed(seed)
+  data_seed = synthetic.check_seed(data_seed)
+  data_dir = _check_data_dir(spec, data_dir)
+  return list(sampler.sample(int(length), int(n), seed, _sources(exclude),
+                             data_seed, data_dir))
+
+
+def lengths_of(task: TaskLike, example: Example) -> FrozenSet[int]:
+  """Every length (in `task`'s unit) at which `sample` can make `example`.
+
+  One length for every built-in task but DeDupe, whose runs of equal digits
+  are ambiguous (`synthetic.ItemLengths`); empty if it cannot make it.
+  """
+  return frozenset(_sampler(get(task)).lengths_of(example))
+
+
+def length_of(task: TaskLike, example: Example) -> int:
+  """The length of `example`'s source in `task`'s `length_unit`.
+
+  Raises:
+    MonolocError: a task without a length axis, or an example whose length
+      is not one number (a DeDupe source: use `lengths_of`).
+  """
+  spec = get(task)
+  found = lengths_of(spec, example)
+  if len(found) != 1:
+    raise MonolocError(
+        f'the length of this {spec.name!r} example is not one number: it '
+        f'could be made at {", ".join(map(str, sorted(found))) or "no"} '
+        f'{spec.length_unit or "length"}; use tasks.lengths_of')
+  return next(iter(found))

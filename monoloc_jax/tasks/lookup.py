@@ -44,6 +44,12 @@ tables) 6 and `test_longK` (4 + K tables) 6 + K: the paper's lengths 7 / 9 /
 11 are `test_long1` / `test_long3` / `test_long5` (`TRAIN_LENGTHS`,
 `SPLIT_LENGTHS`).
 
+Any length (range evaluation): `sample(length, ...)` draws inputs of `length`
+source tokens with the generator's rule (one table: any table; 2 or more: the
+seen ones), with the tables of a data seed (`generated_rule`) or read back from
+a directory's train file (`file_rule`; for the reference data they are the
+generator's at seed 123, checked in tests/tasks_sample_test.py).
+
 Gold attention (0-based source index per target token, then `<eos>`), as the
 reference generator's `_append_target_attention`: forward target token j reads
 source position j (x, then the j-th table) and `<eos>` reads `.`; reverse
@@ -52,19 +58,22 @@ target token j reads position k - j (k = number of tables; x sits at k) and
 """
 
 import dataclasses
+import functools
 import itertools
 import math
 import os
 import pathlib
 import random
 import types
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (AbstractSet, Callable, Dict, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
 from monoloc_jax.tasks import readers
+from monoloc_jax.tasks import sampling
 from monoloc_jax.tasks.types import Example
 
 SPLITS = ('train', 'dev', 'test_iid', 'test_long1', 'test_long2', 'test_long3',
@@ -564,3 +573,112 @@ def load_split(split: str, *, reverse: bool, seed: int,
   """One split of `load_splits` (the arguments are the same)."""
   return load_splits((split,), reverse=reverse, seed=seed, data_dir=data_dir,
                      config=config)[split]
+
+
+# ----------------------------------------------------------------------------
+# Examples at any length (range evaluation).
+# ----------------------------------------------------------------------------
+
+# Entropy word that keeps the samplers' streams apart from anything else.
+_SAMPLE_STREAM = 1_000
+
+
+@dataclasses.dataclass(frozen=True)
+class LookupRule:
+  """The tables a trained model learned, and which may be composed.
+
+  Attributes:
+    tables: name -> (input bits -> output bits).
+    seen: the tables that appear in compositions of 2 or more (every file but
+      train's single-table rows composes only these; `t1 … t6` by default).
+  """
+  tables: Mapping[str, Mapping[str, str]]
+  seen: Tuple[str, ...]
+
+
+def generated_rule(seed: int, config: LookupConfig = DEFAULT_CONFIG
+                   ) -> LookupRule:
+  """The rule of `generate_files(seed=seed)`: its tables, the first
+  n_tables - n_heldout_tables of them seen."""
+  tables = make_tables(seed, config)
+  return LookupRule(_frozen(tables), tuple(tables)[:config.n_tables -
+                                                   config.n_heldout_tables])
+
+
+def _frozen(tables: Tables) -> Mapping[str, Mapping[str, str]]:
+  return types.MappingProxyType(
+      {name: types.MappingProxyType(dict(table))
+       for name, table in tables.items()})
+
+
+@functools.lru_cache(maxsize=8)
+def file_rule(data_dir: str, *, reverse: bool,
+              config: LookupConfig = DEFAULT_CONFIG) -> LookupRule:
+  """The rule of a reference-layout directory, read from its train file.
+
+  train.tsv holds every table alone on every input (the generator's rule, and
+  the reference's), so its single-table rows give the tables exactly; the
+  tables of its multi-table rows are the seen ones.
+
+  Raises:
+    MonolocError: unreadable data, or a table not given on every input.
+  """
+  tables: Dict[str, Dict[str, str]] = {}
+  seen = set()
+  for example in read_file(data_dir, 'train', reverse=reverse, config=config):
+    x, composition = parse_source(example.source, reverse=reverse)
+    if len(composition) == 1:
+      tables.setdefault(composition[0], {})[x] = example.target[1]
+    else:
+      seen.update(composition)
+  inputs = bit_strings(config.n_bits)
+  partial = sorted(name for name, table in tables.items()
+                   if sorted(table) != inputs)
+  if partial or not seen or not seen <= set(tables):
+    raise MonolocError(
+        f'{_TASK}: the train file of {data_dir!r} must give every table alone '
+        f'on every input of {config.n_bits} bits to sample at other lengths '
+        f'(incomplete: {", ".join(partial or sorted(seen - set(tables)))})')
+  return LookupRule(_frozen(dict(sorted(tables.items()))),
+                    tuple(sorted(seen)))
+
+
+def sample(length: int, n: int, seed: int,
+           exclude: AbstractSet[Tuple[str, ...]] = frozenset(), *,
+           reverse: bool, rule: LookupRule,
+           config: LookupConfig = DEFAULT_CONFIG) -> List[Example]:
+  """`n` Lookup examples whose sources have exactly `length` tokens.
+
+  A source of `length` tokens composes k = length - 2 tables
+  (`source_length`). As the generator does, an input of one table uses any
+  table (train holds them all alone) and an input of 2 or more composes only
+  the seen ones; x and each table are uniform. (x, composition) rows are drawn
+  without replacement (`sampling.draw_distinct`) and a source in `exclude` is
+  dropped; when fewer than `n` usable rows exist (64 of one table, all of them
+  in train), all of them come back: fewer than `n`, never a repeat.
+
+  Args:
+    length: source tokens, >= 3 (one table).
+    n: examples wanted, >= 0.
+    seed: the same (length, n, seed, reverse) gives the same rows.
+    exclude: sources (token tuples) never returned.
+    reverse: Reverse Lookup order.
+    rule: the tables (`generated_rule` / `file_rule`).
+    config: generator settings (bits, `eos`).
+
+  Returns:
+    At most `n` examples, each with gold attention.
+  """
+  n_tables = int(length) - source_length(0)
+  pool = tuple(rule.tables) if n_tables == 1 else rule.seen
+  inputs = bit_strings(config.n_bits)
+  rng = np.random.default_rng([seed, int(reverse), _SAMPLE_STREAM, int(length)])
+
+  def build(rows: np.ndarray) -> List[Example]:
+    return [make_example(inputs[row[0]], tuple(pool[i] for i in row[1:]),
+                         rule.tables, reverse=reverse, eos=config.eos)
+            for row in rows.tolist()]
+
+  return sampling.draw_distinct(
+      rng, (len(inputs),) + (len(pool),) * n_tables, n, build, exclude,
+      f'{_TASK} inputs of {n_tables} tables')

@@ -14,6 +14,9 @@ Three layers:
   in train). Each split draws from its own numpy Generator seeded with
   `(seed, task_id, SPLIT_SPECS[split].split_id)`, so the data is deterministic
   for a seed and differs between seeds.
+* `sample(task, length, n, seed, exclude)`: examples at any item length
+  (range evaluation), drawn as `generate` draws an input of that length, from
+  a stream of their own; `item_lengths(task, source)` reads the length back.
 
 The split sizes and lengths (`SPLIT_SPECS`) are the paper's (App. A: train
 10,000 inputs of 5-10 items, dev 2,000 of 10-15, tests 2,000 each at 15, 30
@@ -26,12 +29,14 @@ Reverse ReCopy and DeDupe the input has more tokens than that.
 
 import dataclasses
 import types
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import (AbstractSet, Callable, Dict, FrozenSet, List, Mapping,
+                    Optional, Sequence, Tuple, Union)
 
 import numpy as np
 
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
+from monoloc_jax.tasks import sampling
 from monoloc_jax.tasks.types import Example
 
 # Bump whenever the generated data changes (it keys the on-disk cache).
@@ -184,6 +189,47 @@ def _dedupe_source(rng: np.random.Generator,
   return [np.repeat(row, row_counts) for row, row_counts in zip(items, counts)]
 
 
+# source -> every item length n at which the task's source builder can make
+# that source (empty when it cannot make it at all). A source made from n items
+# by `items_as_source` or ReCopy's builders has exactly one; DeDupe's can have
+# several (a run of 3 equal digits is 1 item x 3 or 3 items x 1).
+ItemLengths = Callable[[Sequence[str]], FrozenSet[int]]
+
+
+def source_items(source: Sequence[str]) -> FrozenSet[int]:
+  """`ItemLengths` of `items_as_source`: the source's own length."""
+  return frozenset((len(source),))
+
+
+def _recopy_items(source: Sequence[str]) -> FrozenSet[int]:
+  """`ItemLengths` of ReCopy's builders: the items `_parse_recopy` reads."""
+  try:
+    return frozenset((len(_parse_recopy(source)),))
+  except MonolocError:
+    return frozenset()
+
+
+def _dedupe_items(source: Sequence[str]) -> FrozenSet[int]:
+  """`ItemLengths` of `_dedupe_source`.
+
+  A maximal run of r equal digits is c items repeated 1, 3 or 5 times each,
+  possible iff c = r (mod 2) and c <= r <= 5c; the item count of the source
+  is the sum over its runs, so every n = len(source) (mod 2) from the sum of
+  the runs' fewest c up to len(source).
+  """
+  if not source or any(token not in _REPEAT_OF for token in source):
+    return frozenset()
+  runs = [1]
+  for previous, token in zip(source, source[1:]):
+    if token == previous:
+      runs[-1] += 1
+    else:
+      runs.append(1)
+  # Fewest c for a run r: ceil(r / 5), raised by one if its parity differs.
+  fewest = sum(-(-r // 5) + (-(-r // 5) - r) % 2 for r in runs)
+  return frozenset(range(fewest, len(source) + 1, 2))
+
+
 @dataclasses.dataclass(frozen=True)
 class DigitTask:
   """One digit task, as the generator needs it.
@@ -196,11 +242,15 @@ class DigitTask:
     rule: source tokens -> target tokens.
     build_source: how a split's drawn items (a [k, n] int8 array of digits,
       n = the item length) become k inputs; `items_as_source` by default.
+    item_lengths: source -> the item lengths it could have been built from
+      (see `ItemLengths`); None is right only for `items_as_source` (the
+      length is the source's), and leaves it unknown for another builder.
   """
   name: str
   task_id: int
   rule: Rule
   build_source: SourceBuilder = items_as_source
+  item_lengths: Optional['ItemLengths'] = None
 
   def __post_init__(self):
     if not isinstance(self.name, str) or not self.name:
@@ -210,7 +260,9 @@ class DigitTask:
         not isinstance(self.task_id, (int, np.integer)) or self.task_id < 0):
       raise MonolocError(f'task_id of digit task {self.name!r} must be a '
                          f'non-negative integer, got {self.task_id!r}')
-    for field in ('rule', 'build_source'):
+    fields = ('rule', 'build_source') + (
+        () if self.item_lengths is None else ('item_lengths',))
+    for field in fields:
       if not callable(getattr(self, field)):
         raise MonolocError(f'{field} of digit task {self.name!r} must be '
                            f'callable, got {getattr(self, field)!r}')
@@ -223,10 +275,11 @@ DIGIT_TASKS: Mapping[str, DigitTask] = types.MappingProxyType({
         DigitTask('reverse_copy', 1, _reverse_copy),
         DigitTask('recopy', 2, _recopy),
         DigitTask('reverse_recopy', 3, _reverse_recopy),
-        DigitTask('inv_recopy', 4, _parse_recopy, _recopy_source),
+        DigitTask('inv_recopy', 4, _parse_recopy, _recopy_source,
+                  _recopy_items),
         DigitTask('inv_reverse_recopy', 5, _inv_reverse_recopy,
-                  _reverse_recopy_source),
-        DigitTask('dedupe', 6, _dedupe, _dedupe_source),
+                  _reverse_recopy_source, _recopy_items),
+        DigitTask('dedupe', 6, _dedupe, _dedupe_source, _dedupe_items),
         DigitTask('posretrieve', 7, _posretrieve),
     )})
 TASKS: Tuple[str, ...] = tuple(DIGIT_TASKS)
@@ -328,3 +381,68 @@ def generate_split(task: Union[str, DigitTask], split: str,
     raise MonolocError(f'unknown split {split!r} for task {name!r}; '
                        f'valid splits: {", ".join(SPLITS)}')
   return generate(task, seed)[split]
+
+
+# ------------------------------------------------------ any-length samples ---
+
+# Entropy word that keeps the samplers' streams apart from the splits' streams
+# (those are seeded with (seed, task_id, split id), split ids 0 … 8).
+_SAMPLE_STREAM = 1_000
+
+
+def sample(task: Union[str, DigitTask], length: int, n: int, seed: int,
+           exclude: AbstractSet[Tuple[str, ...]] = frozenset()
+           ) -> List[Example]:
+  """`n` examples of `task` drawn at exactly `length` items.
+
+  An input is made as `generate` makes one at item length `length`: uniform
+  digit items, then the task's `build_source` (DeDupe's random repetition
+  counts included), then its rule. Item rows are drawn without replacement
+  (`sampling.draw_distinct`) and a source in `exclude` (e.g. the training
+  sources) or already drawn is dropped, so the sources are distinct. When fewer
+  than `n` usable item rows exist (copy of 1 item has 10), all of them come
+  back: fewer than `n` examples, never a repeat (for DeDupe each item row is
+  tried with one draw of repetition counts).
+
+  Args:
+    task: one of `TASKS`, or a `DigitTask`.
+    length: item length, >= 1.
+    n: examples wanted, >= 0.
+    seed: the same (task, length, n, seed) gives the same examples; the
+      stream is seeded with (seed, task_id, `_SAMPLE_STREAM`, length), apart
+      from every split's stream.
+    exclude: sources (token tuples) never returned.
+
+  Returns:
+    At most `n` examples, no gold attention.
+  """
+  task = get_task(task)
+  rng = np.random.default_rng(
+      [check_seed(seed), int(task.task_id), _SAMPLE_STREAM, int(length)])
+
+  def build(rows: np.ndarray) -> List[Example]:
+    examples = []
+    for row in task.build_source(rng, rows.astype(np.int8)):
+      source = tuple(_DIGIT_ARRAY[row].tolist())
+      examples.append(Example(source, tuple(task.rule(source))))
+    return examples
+
+  return sampling.draw_distinct(rng, (10,) * int(length), n, build, exclude,
+                                f'{task.name} inputs of {length} items')
+
+
+def item_lengths(task: Union[str, DigitTask],
+                 source: Sequence[str]) -> FrozenSet[int]:
+  """The item lengths at which `task` can make `source` (see `ItemLengths`).
+
+  Raises:
+    MonolocError: a task with a custom `build_source` and no `item_lengths`.
+  """
+  task = get_task(task)
+  if task.item_lengths is not None:
+    return frozenset(task.item_lengths(tuple(source)))
+  if task.build_source is not items_as_source:
+    raise MonolocError(
+        f'digit task {task.name!r} has a custom build_source and no '
+        f'item_lengths, so the item length of its inputs is unknown')
+  return source_items(source)
