@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from monoloc_jax import models
+from monoloc_jax.backbones import gru
 from monoloc_jax import variants
 
 
@@ -25,7 +25,7 @@ def main():
   src[np.arange(n)[None] >= lens[:, None]] = 0
   tgt = rng.integers(4, vocab, (batch, n + 1)).astype(np.int32)
   for name in variants.NAMES:
-    f32 = models.Seq2Seq(vocab_size=vocab, variant=variants.get(name), dropout_rate=0.0)
+    f32 = gru.Seq2Seq(vocab_size=vocab, variant=variants.get(name), dropout_rate=0.0)
     bf16 = f32.clone(dtype=jnp.bfloat16)
 
     def run(key, f32=f32, bf16=bf16):

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/experiments/', 1)[0])
 from monoloc_jax import input_pipeline as ip  # pylint: disable=wrong-import-position
-from monoloc_jax import models  # pylint: disable=wrong-import-position
+from monoloc_jax import backbones  # pylint: disable=wrong-import-position
 from monoloc_jax import sharding  # pylint: disable=wrong-import-position
 from monoloc_jax import train  # pylint: disable=wrong-import-position
 from monoloc_jax.configs import default  # pylint: disable=wrong-import-position
@@ -29,7 +29,7 @@ def main(rounds: int = 15, steps: int = 20) -> None:
   config.update(task='reverse_copy', variant='onestep', train_size=2000, eval_size=16,
                 test_splits='test_15', bucket_batches=False)
   data = ip.load_data(config)
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   variants = {'2 seeds, 1 device': (2, jax.devices()[:1]),
               '2 seeds, 2 devices (seed=2)': (2, None),
               '1 seed, 1 device': (1, jax.devices()[:1]),

@@ -18,7 +18,7 @@ from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
-from monoloc_jax import models
+from monoloc_jax import backbones
 from monoloc_jax import multiseed
 from monoloc_jax import precision
 from monoloc_jax import rundir
@@ -41,7 +41,7 @@ class EvalPrograms(NamedTuple):
   teacher_forced_accuracy: Callable
 
 
-def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto',
+def make_eval_programs(model: backbones.Model, seed_strategy: str = 'auto',
                        matmul_precision: str = precision.DEFAULT) -> EvalPrograms:
   """The evaluation programs of `model` over a leading seed axis (`multiseed`), their
   float32 products at `matmul_precision` (`precision.MATMUL_PRECISIONS`)."""
@@ -155,7 +155,7 @@ def format_table(results: Dict[str, Any], config) -> str:
   return '\n'.join(rows)
 
 
-def abstract_params(model: models.Seq2Seq, n_seeds: int):
+def abstract_params(model: backbones.Model, n_seeds: int):
   """Shapes/dtypes of a seed-stacked parameter tree [N, ...], computed without running."""
   dummy = jnp.ones((1, 1), jnp.int32)
   keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
@@ -182,7 +182,7 @@ def restore_for_eval(workdir: str):
       raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run '
                                 'directory')
     vocab = Vocabulary.load(workdir / rundir.VOCAB)
-    model = models.from_config(config, vocab)
+    model = backbones.from_config(config, vocab)
     ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS, read_only=True)
     best = ckpt.restore_best_params(abstract_params(model, config.seeds),
                                     vocab_path=workdir / rundir.VOCAB)
@@ -337,7 +337,7 @@ class RestoredSeed(NamedTuple):
   """
   config: Any
   vocab: Vocabulary
-  model: models.Seq2Seq
+  model: backbones.Model
   params: Any
   seed: SeedChoice
 

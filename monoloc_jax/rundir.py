@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import ml_collections
 
+from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax.configs import default
 
@@ -112,8 +113,10 @@ def save_config(workdir: pathlib.Path, config) -> None:
 def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """The stored config over the current defaults (fields added since keep their defaults).
 
-  Configs written before the field `model` was renamed `variant` are read too. A
-  damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
+  Configs written before the field `model` was renamed `variant` are read too, and so
+  are those with the flat names of the backbones' fields (`configs.LEGACY_FIELDS`:
+  'embed_dim', 'transformer_layers', ... now config.gru.embed_dim,
+  config.transformer.layers, ...). A damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
   or variant) is a one-line MonolocError.
   """
   path = pathlib.Path(workdir) / CONFIG
@@ -129,14 +132,16 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
                               f'got {type(stored).__name__}')
   if 'model' in stored and 'variant' not in stored:
     stored['variant'] = stored.pop('model')
+  stored = configs.upgrade(stored)
   config = default.get_config()
   missing = [k for k in ('task', 'variant') if k not in stored]
-  unknown = sorted(set(stored) - set(config))
+  known = configs.flatten(config.to_dict())
+  unknown = sorted(set(configs.flatten(stored)) - set(known))
   if missing or unknown:
     what = (f"it has no {' or '.join(repr(k) for k in missing)}" if missing
             else f"unknown field(s) {', '.join(map(repr, unknown))}")
     raise errors.MonolocError(f'{path} is not a valid run config: {what}; '
-                              f'valid fields: {", ".join(sorted(config))}')
+                              f'valid fields: {", ".join(sorted(known))}')
   try:
     config.update(stored)
   except (TypeError, ValueError, KeyError) as e:
@@ -149,10 +154,11 @@ def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:
   """[(field, stored value, given value)] for every field that differs, sorted by field.
 
   A field the stored config lacks (written before the field existed) has its default:
-  that is what the older version ran, so a workdir of it still resumes.
+  that is what the older version ran, so a workdir of it still resumes. A field of a
+  backbone's group is named by its path ('transformer.layers').
   """
-  defaults = default.get_config().to_dict()
-  a, b = dict(stored.to_dict()), dict(given.to_dict())
+  defaults = configs.flatten(default.get_config().to_dict())
+  a, b = configs.flatten(stored.to_dict()), configs.flatten(given.to_dict())
   a = {**{k: v for k, v in defaults.items() if k in b}, **a}
   return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 

@@ -28,7 +28,7 @@ from monoloc_jax import faults
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
-from monoloc_jax import models
+from monoloc_jax import backbones
 from monoloc_jax import rundir
 from monoloc_jax import multiseed
 from monoloc_jax import precision
@@ -275,7 +275,7 @@ class TrainPrograms(NamedTuple):
   train_step: Callable
 
 
-def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
+def make_train_programs(model: backbones.Model, tx: optax.GradientTransformation,
                         seed_strategy: str = 'auto',
                         matmul_precision: str = precision.DEFAULT) -> TrainPrograms:
   """Builds the jitted training programs for `model`, over a leading seed axis.
@@ -409,7 +409,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   else:
     rundir.write_bytes_atomic(vocab_path, data.vocab.to_json().encode('utf-8'))
 
-  model = models.from_config(config, data.vocab, variant=variant)
+  model = backbones.from_config(config, data.vocab, variant=variant)
   tx = make_optimizer(config)
   seeds = rundir.seeds_of(config)
   n = len(seeds)

@@ -6,7 +6,8 @@ import sys, time, os
 CPU = bool(os.environ.get('CPUTIME'))
 clock = time.process_time if CPU else time.perf_counter
 import jax, jax.numpy as jnp, numpy as np
-from monoloc_jax import models, variants, train, input_pipeline as ip
+from monoloc_jax import variants, train, input_pipeline as ip
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 config = default.get_config()
 B, N, T, V = 32, 16, 32, 14
@@ -19,7 +20,7 @@ for kind in kinds:
   tgt = rng.integers(3, V, (seeds, B, T)).astype(np.int32)
   tin = np.concatenate([np.ones((seeds, B, 1), np.int32), tgt[..., :-1]], -1)
   batch = ip.Batch(src, np.full((seeds, B), N, np.int32), tin, tgt)
-  model = models.Seq2Seq(vocab_size=V, variant=variants.get('onestep'), decoder_backward=back)
+  model = gru.Seq2Seq(vocab_size=V, variant=variants.get('onestep'), decoder_backward=back)
   p = train.make_train_programs(model, train.make_optimizer(config), strat)
   st = train.create_train_state(p, list(range(seeds)), batch)
   t0 = time.time(); c = p.train_step.lower(st, batch, train.EpochStats.zeros(seeds)).compile()

@@ -10,7 +10,8 @@ import re, sys, time
 import os
 CPU = bool(os.environ.get('CPUTIME'))
 import jax, jax.numpy as jnp, numpy as np
-from monoloc_jax import models, variants, train, input_pipeline as ip
+from monoloc_jax import variants, train, input_pipeline as ip
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 
 def while_body_ops(text):
@@ -48,7 +49,7 @@ tx = train.make_optimizer(config)
 progs, states = {}, {}
 class Vocab:  pad_id, sos_id, eos_id = 0, 1, 2
 for kind in (os.environ.get('KINDS') or 'autodiff,custom').split(','):
-  model = models.Seq2Seq(vocab_size=V, variant=variants.get(name), decoder_backward=kind)
+  model = gru.Seq2Seq(vocab_size=V, variant=variants.get(name), decoder_backward=kind)
   p = train.make_train_programs(model, tx)
   st = train.create_train_state(p, list(range(seeds)), batch)
   stats = train.EpochStats.zeros(seeds)

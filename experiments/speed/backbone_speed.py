@@ -38,7 +38,7 @@ import grid as grids_lib  # experiments/grid.py
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import models
+from monoloc_jax import backbones
 from monoloc_jax import train
 from monoloc_jax.configs import default
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -60,10 +60,10 @@ class Size:
 
 def parameter_count(config: ml_collections.ConfigDict, vocab) -> int:
   """Parameters of the model `config` describes, from shapes only (nothing runs)."""
-  model = models.from_config(config, vocab)
+  model = backbones.from_config(config, vocab)
   src = jnp.ones((1, 3), jnp.int32)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src, jnp.array([3], jnp.int32), src)
-  return models.count_params(shapes['params'])
+  return backbones.count_params(shapes['params'])
 
 
 def with_size(config: ml_collections.ConfigDict, size: Size) -> ml_collections.ConfigDict:
@@ -118,7 +118,7 @@ class Setup:
 def make_setup(name: str, config: ml_collections.ConfigDict, data, batches: List[ip.Batch],
                samples: int) -> Setup:
   """Builds `config`'s model and train step (one seed) and compiles every batch shape."""
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config))
   state = train.create_train_state(programs, [0], batches[0])
   seen = set()

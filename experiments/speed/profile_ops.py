@@ -4,14 +4,15 @@
 """
 import sys, time, glob, gzip, json, collections, shutil
 import jax, jax.numpy as jnp, numpy as np
-from monoloc_jax import models, variants
+from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 name, kind = sys.argv[1], sys.argv[2]
 B, N, T, V = 32, 16, 32, 14
 rng = np.random.default_rng(0)
 src = rng.integers(3, V, (B, N)).astype(np.int32); sl = np.full((B,), N, np.int32)
 tgt = rng.integers(3, V, (B, T)).astype(np.int32)
 tin = np.concatenate([np.ones((B, 1), np.int32), tgt[:, :-1]], -1)
-m = models.Seq2Seq(vocab_size=V, variant=variants.get(name), decoder_backward=kind)
+m = gru.Seq2Seq(vocab_size=V, variant=variants.get(name), decoder_backward=kind)
 params = m.init(jax.random.PRNGKey(0), src, sl, tin)
 def loss(p):
   out = m.apply(p, src, sl, tin, train=True, rngs={'dropout': jax.random.PRNGKey(1)})

@@ -611,7 +611,7 @@ def our_worker(spec_path: str) -> None:
   from monoloc_jax import configs   # pylint: disable=g-import-not-at-top
   from monoloc_jax import inference   # pylint: disable=g-import-not-at-top
   from monoloc_jax import input_pipeline as ip   # pylint: disable=g-import-not-at-top
-  from monoloc_jax import models   # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones   # pylint: disable=g-import-not-at-top
   from monoloc_jax import multiseed   # pylint: disable=g-import-not-at-top
   from monoloc_jax import train   # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default   # pylint: disable=g-import-not-at-top
@@ -628,7 +628,7 @@ def our_worker(spec_path: str) -> None:
   data = ip.load_data(config)
   split = data.tests[spec['decode_split']]
   vocab = data.vocab
-  model = models.from_config(config, vocab)
+  model = backbones.from_config(config, vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config), 'auto')
   eval_programs = inference.make_eval_programs(model, 'auto')
   batch_size, eval_batch = spec['batch_size'], spec['eval_batch_size']
@@ -720,7 +720,7 @@ def our_worker(spec_path: str) -> None:
   info = {'jax': jax.__version__, 'backend': jax.default_backend(),
           'device': str(jax.devices()[0]), 'schedulable_cpus': len(os.sched_getaffinity(0)),
           'xla_flags': os.environ.get('XLA_FLAGS', ''), 'vocab': len(vocab),
-          'params': int(models.count_params(dec_params)),
+          'params': int(backbones.count_params(dec_params)),
           'seed_strategy': multiseed.resolve('auto'), 'decoder_backward': 'autodiff',
           'train_samples': len(data.train), 'decode_samples': n_dec,
           'train_batches': len(batches),

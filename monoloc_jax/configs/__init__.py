@@ -4,7 +4,7 @@
 """
 
 import math
-from typing import List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 
 def validate(config, task=None, variant=None) -> None:
@@ -14,9 +14,9 @@ def validate(config, task=None, variant=None) -> None:
   `config.task` / `config.variant` (their names are then not looked up).
   """
   # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones
   from monoloc_jax import errors
   from monoloc_jax import input_pipeline
-  from monoloc_jax import models
   from monoloc_jax import tasks
   from monoloc_jax import variants
   # pylint: enable=g-import-not-at-top
@@ -41,11 +41,8 @@ def validate(config, task=None, variant=None) -> None:
       ('eval_size', config.eval_size >= 0, 'an integer >= 0 (0 = all)'),
       ('hidden_dim', config.hidden_dim >= 2 and config.hidden_dim % 2 == 0,
        'an even integer >= 2'),
-      ('num_layers', config.num_layers >= 1, 'an integer >= 1'),
       ('perfect_dev_patience', config.perfect_dev_patience >= 0, 'an integer >= 0 (0 = off)'),
       ('qk_dim', config.qk_dim >= 0, 'an integer >= 0 (0 = hidden_dim)'),
-      ('embed_dim', config.embed_dim >= 1, 'an integer >= 1'),
-      ('value_dim', config.value_dim >= 1, 'an integer >= 1'),
       ('lr_patience', config.lr_patience >= 1, 'an integer >= 1'),
       ('early_stop_patience', config.early_stop_patience >= 1, 'an integer >= 1'),
       ('improvement_tolerance',
@@ -57,43 +54,21 @@ def validate(config, task=None, variant=None) -> None:
        'a number >= 0'),
       ('mono_gate_init', math.isfinite(config.mono_gate_init), 'a finite number'),
       ('data_seed', config.data_seed >= 0, 'an integer >= 0'),
-      ('transformer_layers', config.transformer_layers >= 1, 'an integer >= 1'),
-      ('transformer_heads', config.transformer_heads >= 1
-       and (config.backbone != 'transformer' or config.hidden_dim % config.transformer_heads == 0),
-       f'an integer >= 1 that divides hidden_dim={config.hidden_dim}'),
-      ('transformer_mlp_dim', config.transformer_mlp_dim >= 1, 'an integer >= 1'),
   ]
   for name, ok, want in checks:
     if not ok:
       raise errors.MonolocError(f'bad value for config.{name}: {getattr(config, name)!r}; '
                                 f'it must be {want}')
-  if config.backbone not in models.BACKBONES:
-    raise errors.unknown_name('backbone', config.backbone, models.BACKBONES)
-  from monoloc_jax import transformer  # pylint: disable=g-import-not-at-top
-  if config.transformer_positions not in transformer.POSITIONS:
-    raise errors.MonolocError('bad value for config.transformer_positions: '
-                              f"{config.transformer_positions!r}; valid: "
-                              f"{', '.join(transformer.POSITIONS)}")
+  backbones.validate(config)       # backbone, init_scheme, dtype and every backbone's group
   if config.dev_metric not in ('greedy', 'teacher_forced'):
     raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
                               "valid: greedy, teacher_forced")
   from monoloc_jax import precision  # pylint: disable=g-import-not-at-top
   precision.of(config)                      # unknown matmul_precision
-  if config.get('decoder_backward', 'autodiff') not in models.DECODER_BACKWARDS:
-    raise errors.unknown_name('decoder_backward', config.decoder_backward,
-                              models.DECODER_BACKWARDS)
   from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
   if config.get('seed_strategy', 'auto') not in multiseed.STRATEGIES:
     raise errors.unknown_name('seed_strategy', config.seed_strategy, multiseed.STRATEGIES)
-  if config.decoder_init not in models.DECODER_INITS:
-    raise errors.unknown_name('decoder_init', config.decoder_init, models.DECODER_INITS)
-  if config.decoder_init == 'backward_states' and config.num_layers != 2:
-    raise errors.MonolocError("config.decoder_init='backward_states' needs num_layers=2 "
-                              f'(got {config.num_layers})')
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
-  if config.get('init_scheme', 'library') not in models.INIT_SCHEMES:
-    raise errors.unknown_name('init_scheme', config.init_scheme, models.INIT_SCHEMES)
-  models.dtype_of(config)                 # unknown dtype, or float64 without x64
   if config.get('plateau_rule', 'library') not in train.PLATEAU_RULES:
     raise errors.unknown_name('plateau_rule', config.plateau_rule, train.PLATEAU_RULES)
   threshold = config.get('plateau_threshold', 1e-4)
@@ -105,6 +80,84 @@ def validate(config, task=None, variant=None) -> None:
       raise errors.MonolocError(f'unknown task {name!r} in config.source_eos_tasks; valid '
                                 f"tasks: {', '.join(sorted(tasks.TASKS))} (comma list, '' = none)")
   input_pipeline.resolve_test_splits(config, task)
+
+
+# ---------------------------------------------------------------------------
+# Stored configs of earlier versions (config.json of old workdirs, results' records).
+# ---------------------------------------------------------------------------
+# The flat field names of earlier versions -> the field's path now (a backbone's group).
+LEGACY_FIELDS = {
+    'embed_dim': 'gru.embed_dim',
+    'value_dim': 'gru.value_dim',
+    'num_layers': 'gru.num_layers',
+    'decoder_init': 'gru.decoder_init',
+    'decoder_backward': 'gru.decoder_backward',
+    'transformer_layers': 'transformer.layers',
+    'transformer_heads': 'transformer.heads',
+    'transformer_mlp_dim': 'transformer.mlp_dim',
+    'transformer_positions': 'transformer.positions',
+}
+
+
+def upgrade(stored: Mapping[str, Any]) -> Dict[str, Any]:
+  """A stored config (a dict, maybe written by an earlier version) in today's nested
+  form: each `LEGACY_FIELDS` name moved into its group ('embed_dim': 64 ->
+  'gru': {'embed_dim': 64}), dotted keys ('gru.embed_dim') nested likewise; every
+  other field as it is. A field given both ways keeps the nested value."""
+  out: Dict[str, Any] = {}
+  moved = []
+  for key, value in stored.items():
+    path = LEGACY_FIELDS.get(key, key)
+    if '.' in path:
+      moved.append((path, value))
+    elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
+      out[key].update(value)
+    else:
+      out[key] = dict(value) if isinstance(value, Mapping) else value
+  for path, value in moved:
+    group, field = path.split('.', 1)
+    if not isinstance(out.get(group), dict):
+      out[group] = {}
+    out[group].setdefault(field, value)
+  return out
+
+
+def stored_field(stored: Mapping[str, Any], path: str, default: Any = None) -> Any:
+  """Field `path` ('hidden_dim', 'transformer.layers') of a stored config or a
+  results record's 'protocol', in whichever form it was written (nested, dotted
+  or an earlier version's flat name, `LEGACY_FIELDS`); `default` when absent."""
+  value: Any = upgrade(stored)
+  for part in path.split('.'):
+    if not isinstance(value, Mapping) or part not in value:
+      return default
+    value = value[part]
+  return value
+
+
+def flatten(config: Mapping[str, Any]) -> Dict[str, Any]:
+  """{path: value} of a nested config dict: a group's fields as 'group.field'."""
+  out: Dict[str, Any] = {}
+  for key, value in config.items():
+    if isinstance(value, Mapping):
+      out.update({f'{key}.{k}': v for k, v in flatten(value).items()})
+    else:
+      out[key] = value
+  return out
+
+
+def get_field(config, path: str) -> Any:
+  """config's field at dotted `path` ('transformer.layers')."""
+  for part in path.split('.'):
+    config = config[part]
+  return config
+
+
+def overridden(config, overrides: Mapping[str, Any]):
+  """config with `overrides` applied: {field: value}, a field named by its path
+  ('transformer.layers': 1) or by an earlier version's flat name (`LEGACY_FIELDS`).
+  Changes `config` and returns it."""
+  config.update(upgrade(overrides))
+  return config
 
 
 # ---------------------------------------------------------------------------
@@ -134,9 +187,9 @@ def summary(path) -> str:
 
 def _unknown_config_fields(argv):
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  known = set(default.get_config())
+  known = {field for field, _, _ in field_help()}
   fields = [a.split('=')[0][len('--config.'):] for a in argv[1:] if a.startswith('--config.')]
-  return [f for f in fields if f.split('.')[0] not in known], sorted(known)
+  return [f for f in fields if f not in known], sorted(known)
 
 
 def define_config_flag(argv, help_text: str) -> None:
@@ -189,19 +242,42 @@ def resolve(value: str) -> str:
       f"{', '.join(named)} (or a path to a .py file with get_config())")
 
 
-def field_help():
-  """[(field, default value, comment)] for every field of the default config, in
-  file order, with the inline comments of configs/default.py."""
+def _comments(source: str) -> Dict[str, str]:
+  """{field: its inline comment} of the `c.FIELD = value  # comment` lines of `source`."""
   import re  # pylint: disable=g-import-not-at-top
-  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  config = default.get_config()
   comments = {}
-  for line in (_config_dir() / 'default.py').read_text(encoding='utf-8').splitlines():
+  for line in source.splitlines():
     m = re.match(r'\s*c\.(\w+)\s*=\s*[^#]*?(?:#\s*(.*))?$', line)
     if m:
       comments[m.group(1)] = (m.group(2) or '').strip()
+  return comments
+
+
+def field_help():
+  """[(field, default value, comment)] for every field of the default config, in
+  file order, with the inline comments of configs/default.py; a backbone's group
+  (config.gru, config.transformer) is listed field by field ('gru.embed_dim') with
+  the comments of its `config_defaults` (monoloc_jax/backbones/<name>.py)."""
+  import inspect  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  comments = _comments((_config_dir() / 'default.py').read_text(encoding='utf-8'))
   order = list(comments) + [k for k in config.keys() if k not in comments]
-  return [(k, config[k], comments.get(k, '')) for k in order if k in config]
+  groups = [k for k in order if k in backbones.BACKBONES]       # listed after 'backbone'
+  order = [k for k in order if k not in groups]
+  order[order.index('backbone') + 1:order.index('backbone') + 1] = groups
+  out = []
+  for k in order:
+    if k not in config:
+      continue
+    if k in backbones.BACKBONES:
+      group = _comments(inspect.getsource(backbones.BACKBONES[k].defaults))
+      fields = [f for f in group if f in config[k]] + [f for f in config[k] if f not in group]
+      out += [(f'{k}.{f}', config[k][f], group.get(f, '')) for f in fields]
+    else:
+      out.append((k, config[k], comments.get(k, '')))
+  return out
 
 
 def resolve_argv(argv: Sequence[str]) -> List[str]:

@@ -2,6 +2,8 @@
 
 import ml_collections
 
+from monoloc_jax import backbones
+
 
 def get_config() -> ml_collections.ConfigDict:
   """Every setting of a run, with the paper's defaults."""
@@ -17,25 +19,22 @@ def get_config() -> ml_collections.ConfigDict:
   c.eval_size = 0            # use only the first N samples of dev and test splits (0 = all)
   c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100' or 'test_iid,paper'
 
-  # Model (the paper's §3 and App. E: the small size).
-  c.embed_dim = 64           # token embedding width
-  c.hidden_dim = 128         # GRU width (the BiGRU encoder: hidden_dim / 2 per direction)
-  c.value_dim = 128          # attention value width
-  c.num_layers = 1           # GRU layers in encoder and decoder
+  # Model (the paper's §3 and App. E: the small size). Shared by both backbones;
+  # each backbone's own fields are its group below.
+  c.hidden_dim = 128         # model width (GRU: the BiGRU encoder has hidden_dim / 2 per direction)
   c.dropout = 0.5            # dropout rate during training
   c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
-                             # (transformer: per head; 0 = hidden_dim / transformer_heads)
-  c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
+                             # (transformer: per head; 0 = hidden_dim / transformer.heads)
   c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'reference_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the reference
   c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
   # Backbone: 'gru' (the paper's BiGRU -> GRU) or 'transformer' (beyond the paper: a
-  # pre-LN Transformer of width hidden_dim and rate dropout; embed_dim, value_dim, num_layers unused).
-  c.backbone = 'gru'         # 'gru' or 'transformer' (models.BACKBONES)
-  c.transformer_layers = 2   # transformer only: encoder and decoder layers
-  c.transformer_heads = 4    # transformer only: attention heads (must divide hidden_dim)
-  c.transformer_mlp_dim = 512  # transformer only: MLP hidden units
-  c.transformer_positions = 'sinusoidal'  # transformer only: 'sinusoidal', 'rope' or 'none'
+  # pre-LN Transformer of width hidden_dim and rate dropout).
+  c.backbone = 'gru'         # 'gru' or 'transformer' (backbones.BACKBONES)
+  # Each backbone's group, --config.gru.embed_dim=..., --config.transformer.layers=...:
+  # the fields, defaults and comments are in monoloc_jax/backbones/<name>.py `config_defaults`.
+  for name, backbone in backbones.BACKBONES.items():
+    c[name] = backbone.defaults()
   c.init_scheme = 'library'  # parameter init: 'library' or 'authors_code' (the authors' torch inits)
   c.sigma_bias = True        # sigma read-out has a bias (False: as the authors' code)
   c.location_normaliser = 'padding_free'  # Eq. 9: 'padding_free' or 'authors_code' (sum + S*1e-20)
@@ -66,8 +65,8 @@ def get_config() -> ml_collections.ConfigDict:
 
   c.perfect_dev_patience = 0  # stop a seed once its dev accuracy has been 100% for N epochs (0 = off)
 
-  # Speed only (same model, same forward numbers; gradients agree to float rounding).
-  c.decoder_backward = 'autodiff'  # or 'custom': the hand-written backward (tapped_scan.py)
+  # Speed only (same model, same forward numbers; gradients agree to float rounding);
+  # also gru.decoder_backward.
   c.seed_strategy = 'auto'     # 'vmap', 'map' (lax.map: one seed after another) or 'auto'
 
   c.progress = True          # tqdm bars when stderr is a terminal (epoch lines are always printed)
