@@ -38,7 +38,7 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     # 100 epochs, their improvement, plateau and stopping rules, teacher-forced dev,
     # DeDupe's source <eos>, their initialisation and Eq. 9 normaliser.
     'authors': dict(recipes.AUTHORS_CODE),
-    # Beyond the paper: the Transformer backbone (monoloc_jax/transformer.py) at the GRU's
+    # Beyond the paper: the Transformer backbone (monoloc_jax/backbones/transformer.py) at the GRU's
     # parameter count (1 encoder + 1 decoder layer, 4 heads, width hidden_dim = 128, MLP 128,
     # sinusoidal positions: 250,643 parameters with OneStepAttn on ReCopy against the GRU's
     # 249,040; experiments/speed/backbone_speed.py finds this size), so that the grid
@@ -56,8 +56,8 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     # evaluation runs); grid `transformer_dropout05` keeps those seed-0 units
     # (results/NOTES.md, "The Transformer grid").
     # test_iid as well: whether a failing unit fit the training lengths at all.
-    'transformer': {'backbone': 'transformer', 'warmup_steps': 100, 'transformer_layers': 1,
-                    'transformer_heads': 4, 'transformer_mlp_dim': 128, 'dropout': 0.1,
+    'transformer': {'backbone': 'transformer', 'warmup_steps': 100, 'transformer.layers': 1,
+                    'transformer.heads': 4, 'transformer.mlp_dim': 128, 'dropout': 0.1,
                     'test_splits': 'test_iid,paper'},
     # The GRU protocol's dropout on the Transformer (grid `transformer_dropout05`).
     'dropout05': {'dropout': 0.5},

@@ -32,7 +32,7 @@ import pytest
 
 import compile_options
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import models
+from monoloc_jax import backbones
 from monoloc_jax import train
 from monoloc_jax.configs import default
 from monoloc_jax.vocab import Vocabulary
@@ -80,10 +80,11 @@ def setup(variant, learning_rate=1e-3, grad_clip=5.0):
 
   embed, _, hidden, qk, value = (int(x) for x in d['dims'])
   c = default.get_config()
-  c.update(variant=variant, embed_dim=embed, hidden_dim=hidden, value_dim=value, qk_dim=qk,
+  c.gru.update(embed_dim=embed, value_dim=value)
+  c.update(variant=variant, hidden_dim=hidden, qk_dim=qk,
            dropout=0.0, sigma_bias=False, location_normaliser='authors_code',
            learning_rate=learning_rate, grad_clip=grad_clip, weight_decay=0.0)
-  model = models.from_config(c, vocab)
+  model = backbones.from_config(c, vocab)
 
   # The batch in our ids, rows in their collated order, padded to their widths.
   srcs = [str(s).split('\x1f') for s in d['src']]

@@ -24,7 +24,7 @@ import pytest
 from jax.extend import core as jax_core
 
 import compile_options
-from monoloc_jax import transformer
+from monoloc_jax.backbones import transformer
 from monoloc_jax import variants
 
 # Cheap XLA compilation on CPU, where these tests are compile-bound, not run-bound.

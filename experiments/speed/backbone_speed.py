@@ -35,10 +35,10 @@ sys.path.insert(0, str(EXPERIMENTS))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import grid as grids_lib  # experiments/grid.py
 
+from monoloc_jax import backbones
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import backbones
 from monoloc_jax import train
 from monoloc_jax.configs import default
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -69,8 +69,7 @@ def parameter_count(config: ml_collections.ConfigDict, vocab) -> int:
 def with_size(config: ml_collections.ConfigDict, size: Size) -> ml_collections.ConfigDict:
   """A copy of `config` with the Transformer size `size`."""
   out = ml_collections.ConfigDict(config.to_dict())
-  out.update(transformer_layers=size.layers, transformer_heads=size.heads,
-             transformer_mlp_dim=size.mlp_dim)
+  out.transformer.update(layers=size.layers, heads=size.heads, mlp_dim=size.mlp_dim)
   return out
 
 
@@ -160,16 +159,16 @@ def main(argv) -> None:
   gru = ml_collections.ConfigDict(base.to_dict())
   gru.backbone = 'gru'
   transformer = ml_collections.ConfigDict(base.to_dict())
-  transformer.update(grids_lib.OPTION_TAGS['transformer'])
+  configs.overridden(transformer, grids_lib.OPTION_TAGS['transformer'])
   gru_count = parameter_count(gru, data.vocab)
   size, count = match_transformer_size(transformer, data.vocab, gru_count, f.tolerance)
   transformer = with_size(transformer, size)
   configs.validate(transformer)
-  print(f'GRU: {gru_count:,} parameters (embed {gru.embed_dim}, hidden {gru.hidden_dim}, '
-        f'{gru.num_layers} layer(s))')
+  print(f'GRU: {gru_count:,} parameters (embed {gru.gru.embed_dim}, hidden {gru.hidden_dim}, '
+        f'{gru.gru.num_layers} layer(s))')
   print(f'Transformer: {count:,} parameters ({count / gru_count - 1:+.1%}; width '
         f'{transformer.hidden_dim}, {size.layers} + {size.layers} layers, {size.heads} heads, '
-        f'MLP {size.mlp_dim}, positions {transformer.transformer_positions})', flush=True)
+        f'MLP {size.mlp_dim}, positions {transformer.transformer.positions})', flush=True)
 
   batches = list(ip.train_batches(data.train, f.batch_size, [0], 0, base.data_seed,
                                   data.vocab.sos_id, base.bucket_batches))[:f.steps]

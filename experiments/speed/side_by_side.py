@@ -623,7 +623,7 @@ def our_worker(spec_path: str) -> None:
   config.test_splits, config.data_dir = spec['decode_split'], spec['data_dir']
   config.data_seed = spec['data_seed']
   config.source_eos_tasks = spec['task'] if spec['source_eos'] else ''
-  config.decoder_backward, config.seed_strategy = 'autodiff', 'auto'   # the benchmark's
+  config.gru.decoder_backward, config.seed_strategy = 'autodiff', 'auto'   # the benchmark's
   configs.validate(config)
   data = ip.load_data(config)
   split = data.tests[spec['decode_split']]
