@@ -21,7 +21,7 @@ from absl import flags
 
 import grid as grids_lib  # experiments/grid.py
 
-from monoloc_jax import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -654,7 +654,7 @@ TRANSFORMER_SETTINGS = (('transformer.layers', 'encoder and decoder layers'),
 def _transformer_settings(records: Sequence[Mapping[str, Any]]) -> str:
   """The Transformer's size and training additions, from the records themselves."""
   def values(key):
-    return ', '.join(sorted({str(configs.stored_field(r['protocol'], key, 'not recorded'))
+    return ', '.join(sorted({str(config_paths.stored_field(r['protocol'], key, 'not recorded'))
                              for r in records}))
   return 'Transformer: ' + '; '.join(f'{what} {values(key)}'
                                      for key, what in TRANSFORMER_SETTINGS) + '.'

@@ -54,7 +54,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import grid as grids_lib  # experiments/grid.py
 
-from monoloc_jax import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import xla_cache  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -96,7 +96,7 @@ def unit_config(base: ml_collections.ConfigDict, unit: grids_lib.Unit,
   config.data_dir = data_dir or ''
   if unit.task in ('lookup', 'reverse_lookup') and not data_dir:
     config.data_seed = 123            # the reference tables
-  return configs.overridden(config, unit.overrides)   # 'transformer.layers': a group's field
+  return config_paths.overridden(config, unit.overrides)   # 'transformer.layers': a group's field
 
 
 PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 'lr_patience',
@@ -197,7 +197,7 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
       'wall_time_s': round(wall_s, 1),
       'code': code_commit(),
       'data': data_source(unit.task, data_dir),
-      'protocol': {k: configs.stored_field(config.to_dict(), k) for k in PROTOCOL_FIELDS},
+      'protocol': {k: config_paths.stored_field(config.to_dict(), k) for k in PROTOCOL_FIELDS},
       'versions': {'python': platform.python_version(), 'jax': jax.__version__,
                    'backend': backend or jax.default_backend()},
   }

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import ml_collections
 
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax.configs import default
 
@@ -114,7 +114,7 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """The stored config over the current defaults (fields added since keep their defaults).
 
   Configs written before the field `model` was renamed `variant` are read too, and so
-  are those with the flat names of the backbones' fields (`configs.LEGACY_FIELDS`:
+  are those with the flat names of the backbones' fields (`config_paths.LEGACY_FIELDS`:
   'embed_dim', 'transformer_layers', ... now config.gru.embed_dim,
   config.transformer.layers, ...). A damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
   or variant) is a one-line MonolocError.
@@ -132,11 +132,11 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
                               f'got {type(stored).__name__}')
   if 'model' in stored and 'variant' not in stored:
     stored['variant'] = stored.pop('model')
-  stored = configs.upgrade(stored)
+  stored = config_paths.upgrade(stored)
   config = default.get_config()
   missing = [k for k in ('task', 'variant') if k not in stored]
-  known = configs.flatten(config.to_dict())
-  unknown = sorted(set(configs.flatten(stored)) - set(known))
+  known = config_paths.flatten(config.to_dict())
+  unknown = sorted(set(config_paths.flatten(stored)) - set(known))
   if missing or unknown:
     what = (f"it has no {' or '.join(repr(k) for k in missing)}" if missing
             else f"unknown field(s) {', '.join(map(repr, unknown))}")
@@ -157,8 +157,8 @@ def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:
   that is what the older version ran, so a workdir of it still resumes. A field of a
   backbone's group is named by its path ('transformer.layers').
   """
-  defaults = configs.flatten(default.get_config().to_dict())
-  a, b = configs.flatten(stored.to_dict()), configs.flatten(given.to_dict())
+  defaults = config_paths.flatten(default.get_config().to_dict())
+  a, b = config_paths.flatten(stored.to_dict()), config_paths.flatten(given.to_dict())
   a = {**{k: v for k, v in defaults.items() if k in b}, **a}
   return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 

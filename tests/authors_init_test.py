@@ -29,7 +29,7 @@ import compile_options
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax import backbones
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax.backbones import gru
 from monoloc_jax import param_count
 from monoloc_jax import variants
@@ -399,7 +399,7 @@ def digest(params) -> str:
 @pytest.mark.parametrize('name, key, size', list(LIBRARY_INIT))
 def test_library_init_is_unchanged(name, key, size):
   cfg = default.get_config()
-  configs.overridden(cfg, SIZES[size])   # Seq2Seq's field names: LEGACY_FIELDS maps them
+  config_paths.overridden(cfg, SIZES[size])   # Seq2Seq's field names: LEGACY_FIELDS maps them
   cfg.update(variant=name, init_scheme='library', sigma_bias=True,
              location_normaliser='padding_free')
   model = backbones.from_config(cfg, Vocab())

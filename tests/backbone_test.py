@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from monoloc_jax import backbones
+from monoloc_jax import config_paths
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import inference
@@ -29,12 +30,12 @@ TRANSFORMER_FIELDS = ('backbone', 'transformer')
 def tiny_config(**overrides):
   """overrides: fields by path, e.g. **{'transformer.positions': 'rope'}."""
   c = default.get_config()
-  configs.overridden(c, {
+  config_paths.overridden(c, {
       'task': 'copy', 'variant': 'onestep', 'train_size': 200, 'eval_size': 16,
       'max_epochs': 1, 'test_splits': 'test_15', 'progress': False, 'hidden_dim': 16,
       'gru.embed_dim': 8, 'gru.value_dim': 16, 'backbone': 'transformer',
       'transformer.layers': 1, 'transformer.heads': 2, 'transformer.mlp_dim': 32})
-  return configs.overridden(c, overrides)
+  return config_paths.overridden(c, overrides)
 
 
 def _cli(*args):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from monoloc_jax import benchmark
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax import variants
 from monoloc_jax.backbones import gru
 from monoloc_jax.backbones import transformer
@@ -124,7 +124,7 @@ def test_benchmark_cli_counts_the_transformer(tmp_path):
           figures['transformer_mlp_dim']) == (1, 2, 32)
   config = default.get_config()
   config.update(task='copy', backbone='transformer', train_size=64)
-  configs.overridden(config, sizes)
+  config_paths.overridden(config, sizes)
   vocab = ip.load_data(config).vocab
   model = backbones.from_config(config, vocab)
   src = jnp.ones((1, 3), jnp.int32)

@@ -280,7 +280,8 @@ def test_transformer_grid_is_beyond_the_paper_and_not_expected():
   # Every override is a field of the config, with a valid value.
   from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  config = configs.overridden(default.get_config(), unit.overrides)
+  from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top
+  config = config_paths.overridden(default.get_config(), unit.overrides)
   configs.validate(config)
   assert (config.transformer.layers, config.transformer.mlp_dim) == (1, 128)   # the grid's size
   # A complete reproduction of the paper does not wait for it.

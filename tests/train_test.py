@@ -12,7 +12,7 @@ import optax
 import pytest
 
 from monoloc_jax import checkpointing
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import train
@@ -28,7 +28,7 @@ def small_config(**overrides):
   c.max_epochs = 2
   c.test_splits = 'test_15'
   c.progress = False
-  return configs.overridden(c, overrides)      # fields by path ('gru.value_dim')
+  return config_paths.overridden(c, overrides)      # fields by path ('gru.value_dim')
 
 
 def history(workdir):

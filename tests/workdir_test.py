@@ -590,8 +590,8 @@ def test_a_config_json_with_the_old_flat_backbone_fields_loads_into_the_groups_a
     tmp_path):
   """A workdir written before the backbones' fields were grouped (config.json with
   'embed_dim', 'transformer_layers', ... at the top level) loads into config.gru /
-  config.transformer (`configs.LEGACY_FIELDS`) and resumes."""
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  config.transformer (`config_paths.LEGACY_FIELDS`) and resumes."""
+  from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top
   config = tiny_config(max_epochs=1, hidden_dim=16)
   config.gru.update(embed_dim=8, value_dim=12)
   config.transformer.update(layers=1, mlp_dim=64)
@@ -599,7 +599,7 @@ def test_a_config_json_with_the_old_flat_backbone_fields_loads_into_the_groups_a
   stored = json.loads((tmp_path / rundir.CONFIG).read_text())
   assert stored['gru']['embed_dim'] == 8
   old = {k: v for k, v in stored.items() if k not in ('gru', 'transformer')}
-  for flat, path in configs.LEGACY_FIELDS.items():
+  for flat, path in config_paths.LEGACY_FIELDS.items():
     group, field = path.split('.')
     old[flat] = stored[group][field]
   (tmp_path / rundir.CONFIG).write_text(json.dumps(old))      # as an earlier version wrote it

@@ -36,6 +36,7 @@ sys.path.insert(0, str(EXPERIMENTS))
 import grid as grids_lib  # experiments/grid.py
 
 from monoloc_jax import backbones
+from monoloc_jax import config_paths
 from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
@@ -159,7 +160,7 @@ def main(argv) -> None:
   gru = ml_collections.ConfigDict(base.to_dict())
   gru.backbone = 'gru'
   transformer = ml_collections.ConfigDict(base.to_dict())
-  configs.overridden(transformer, grids_lib.OPTION_TAGS['transformer'])
+  config_paths.overridden(transformer, grids_lib.OPTION_TAGS['transformer'])
   gru_count = parameter_count(gru, data.vocab)
   size, count = match_transformer_size(transformer, data.vocab, gru_count, f.tolerance)
   transformer = with_size(transformer, size)

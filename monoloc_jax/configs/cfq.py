@@ -5,12 +5,12 @@ This file is the one place the CFQ size is written: `monoloc-params --size=cfq`
 units (experiments/grid.py) apply `SIZE`.
 """
 
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax.configs import default
 
 # The CFQ size. As the authors' CFQ configs: query/key width 128, and both decoder
 # layers start from the encoder layers' backward final states.
-# Fields by path ('gru.num_layers': config.gru.num_layers; `configs.overridden`).
+# Fields by path ('gru.num_layers': config.gru.num_layers; `config_paths.overridden`).
 SIZE = {'gru.num_layers': 2, 'gru.embed_dim': 128, 'hidden_dim': 256, 'gru.value_dim': 512,
         'dropout': 0.4, 'batch_size': 128, 'qk_dim': 128, 'gru.decoder_init': 'backward_states'}
 
@@ -19,4 +19,4 @@ def get_config():
   c = default.get_config()
   c.task = 'cfq_length'
   c.variant = 'mix_onestep'
-  return configs.overridden(c, SIZE)
+  return config_paths.overridden(c, SIZE)
