@@ -227,7 +227,7 @@ def test_trajectory_script_replays_a_trace_of_the_authors_code(tmp_path):
            dev_at=np.array([1]), dev_acc=np.array([0.0]), dropout=np.float64(0.0),
            their_model=d['their_model'], dataset=np.array('copy'), time=np.int64(0))
   assert trajectory.sizes_of(arrays['before']) == dict(zip(
-      ('embed_dim', 'hidden_dim', 'value_dim'), (int(x) for x in d['dims'][[0, 2, 4]])))
+      ('gru.embed_dim', 'hidden_dim', 'gru.value_dim'), (int(x) for x in d['dims'][[0, 2, 4]])))
   out = tmp_path / 'out.json'
   trajectory.run_ours(types.SimpleNamespace(
       data=str(tmp_path), trace=str(trace), variant='mono', seed=0, apart=1e-3,
