@@ -9,9 +9,9 @@ import pathlib
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from monoloc_jax import errors
-from monoloc_jax.configs import cfq
 from monoloc_jax import recipes
 from monoloc_jax import tasks
+from monoloc_jax.configs import cfq
 
 TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
                 'inv_recopy', 'inv_reverse_recopy')

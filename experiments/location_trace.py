@@ -45,9 +45,9 @@ ALIGNED_TASKS = ('copy', 'reverse_copy')
 def recurrences(config):
   """The location recurrences of a run: [None] for the GRU backbone (one), and each
   (layer, head) of the Transformer backbone, which runs one per layer and head."""
-  if config.get('backbone', 'gru') == 'transformer':
-    return [(l, h) for l in range(config.transformer_layers)
-            for h in range(config.transformer_heads)]
+  if config.backbone == 'transformer':
+    return [(l, h) for l in range(config.transformer.layers)
+            for h in range(config.transformer.heads)]
   return [None]
 
 

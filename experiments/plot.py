@@ -29,9 +29,9 @@ from absl import flags
 from absl import logging
 
 from monoloc_jax import errors
+from monoloc_jax import inference
 from monoloc_jax import input_pipeline
 from monoloc_jax import tasks
-from monoloc_jax import inference
 from monoloc_jax import viz
 
 _WORKDIR = flags.DEFINE_multi_string(

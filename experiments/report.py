@@ -21,6 +21,7 @@ from absl import flags
 
 import grid as grids_lib  # experiments/grid.py
 
+from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -672,17 +673,18 @@ def _median_cell(accs: Sequence[float]) -> str:
 
 
 # The Transformer settings a unit record states ('protocol'), in the order they are told.
-TRANSFORMER_SETTINGS = (('transformer_layers', 'encoder and decoder layers'),
-                        ('transformer_heads', 'heads'), ('hidden_dim', 'width'),
-                        ('transformer_mlp_dim', 'MLP width'),
-                        ('transformer_positions', 'self-attention positions'),
+TRANSFORMER_SETTINGS = (('transformer.layers', 'encoder and decoder layers'),
+                        ('transformer.heads', 'heads'), ('hidden_dim', 'width'),
+                        ('transformer.mlp_dim', 'MLP width'),
+                        ('transformer.positions', 'self-attention positions'),
                         ('warmup_steps', 'lr warmup updates'), ('dropout', 'dropout'))
 
 
 def _transformer_settings(records: Sequence[Mapping[str, Any]]) -> str:
   """The Transformer's size and training additions, from the records themselves."""
   def values(key):
-    return ', '.join(sorted({str(r['protocol'].get(key, 'not recorded')) for r in records}))
+    return ', '.join(sorted({str(config_paths.stored_field(r['protocol'], key, 'not recorded'))
+                             for r in records}))
   return 'Transformer: ' + '; '.join(f'{what} {values(key)}'
                                      for key, what in TRANSFORMER_SETTINGS) + '.'
 

@@ -54,6 +54,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import grid as grids_lib  # experiments/grid.py
 
+from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import xla_cache  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -95,18 +96,17 @@ def unit_config(base: ml_collections.ConfigDict, unit: grids_lib.Unit,
   config.data_dir = data_dir or ''
   if unit.task in ('lookup', 'reverse_lookup') and not data_dir:
     config.data_seed = 123            # the reference tables
-  config.update(unit.overrides)
-  return config
+  return config_paths.overridden(config, unit.overrides)   # 'transformer.layers': a group's field
 
 
 PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 'lr_patience',
                    'lr_factor', 'learning_rate', 'batch_size', 'dev_metric', 'eval_size',
                    'train_size', 'dropout', 'grad_clip', 'weight_decay', 'mix_mode',
-                   'num_layers', 'hidden_dim', 'qk_dim', 'decoder_init', 'mono_gate_init',
+                   'gru.num_layers', 'hidden_dim', 'qk_dim', 'gru.decoder_init', 'mono_gate_init',
                    'bucket_batches', 'data_seed', 'improvement_tolerance', 'plateau_rule',
                    'plateau_threshold', 'source_eos_tasks', 'init_scheme', 'sigma_bias',
-                   'location_normaliser', 'warmup_steps', 'backbone', 'transformer_layers',
-                   'transformer_heads', 'transformer_mlp_dim', 'transformer_positions')
+                   'location_normaliser', 'warmup_steps', 'backbone', 'transformer.layers',
+                   'transformer.heads', 'transformer.mlp_dim', 'transformer.positions')
 
 
 def code_commit() -> Dict[str, Any]:
@@ -205,7 +205,7 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
       'wall_time_s': round(wall_s, 1),
       'code': code_commit(),
       'data': data_source(unit.task, data_dir),
-      'protocol': {k: config[k] for k in PROTOCOL_FIELDS if k in config},
+      'protocol': {k: config_paths.stored_field(config.to_dict(), k) for k in PROTOCOL_FIELDS},
       'versions': unit_versions(results, backend),
   }
 

@@ -3,7 +3,7 @@
 A reimplementation of Ray Chowdhury & Caragea (ICML 2023) and of the location
 attention of Dubois et al. (ACL 2020): 21 cross-attention variants as pure,
 jittable kernels (`monoloc_jax.attention`), a BiGRU->GRU seq2seq model in Flax
-(`Seq2Seq`), twelve length-generalization tasks and a multi-seed trainer.
+(`Seq2Seq`; a Transformer beside it: `monoloc_jax.backbones`), twelve length-generalization tasks and a multi-seed trainer.
 
     import monoloc_jax as ml
     ml.attention.gaussian_location_attention(...)        # a kernel (Eq. 5-9)
@@ -21,9 +21,8 @@ from typing import Any, List
 __version__ = '0.1.0'      # pyproject.toml's [project] version (tests check they agree)
 
 # Submodules reachable as monoloc_jax.<name> without an explicit import.
-_SUBMODULES = ('attention', 'variants', 'models', 'rnn', 'train', 'inference', 'metrics',
-               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors',
-               'transformer')
+_SUBMODULES = ('attention', 'variants', 'backbones', 'rnn', 'train', 'inference', 'metrics',
+               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors')
 
 # Re-exported entry points: name -> the module that defines it.
 _EXPORTS = {
@@ -34,7 +33,7 @@ _EXPORTS = {
     'attention_step': 'monoloc_jax.attention',
     'get_variant': 'monoloc_jax.variants',
     # the model
-    'Seq2Seq': 'monoloc_jax.models',
+    'Seq2Seq': 'monoloc_jax.backbones.gru',
     # training, evaluation, decoding
     'get_config': 'monoloc_jax.configs.default',
     'train_and_evaluate': 'monoloc_jax.train',

@@ -1043,7 +1043,7 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
   encoder side, so it is applied once per sequence, before the steps, by the
   caller: e_dir = `direction_mixing`(e, lengths, `direction_gate`(f_dir(e_cls))),
   then the keys AND the values are computed from e_dir and `make_memory` gets
-  e_dir (`models.CrossAttention` does exactly this). Given a memory built from e,
+  e_dir (`backbones.gru.CrossAttention` does exactly this). Given a memory built from e,
   this function cannot tell and attends over e: for such a variant that is the
   model with alpha_dir = 1 (reading forwards only). Weights over e_dir map back
   to input positions with `input_attention`.
@@ -1069,7 +1069,7 @@ def attention_step(variant: Variant, params: AttentionParams, memory: AttentionM
   dtype (memory.values.dtype; the query is cast to it), and o_t and a_t have it;
   the location read-out reads the query in at least float32; the location
   recurrence and the softmax run in at least float32; the carry and aux have
-  carry.pa_prev's dtype. (`models.Seq2Seq` passes a float32 h_{t-1} and carry
+  carry.pa_prev's dtype. (`backbones.gru.Seq2Seq` passes a float32 h_{t-1} and carry
   with a bfloat16 memory.)
   """
   _check_step_inputs(memory, query, carry)

@@ -16,32 +16,33 @@ Measures, after warm-up and separately from compilation:
   * peak resident memory, and on an accelerator the allocator's peak device memory;
 and derives tokens/s and the fraction of --peak_gflops reached by the useful
 FLOPs on the real, unpadded tokens, counted for the model's backbone
-(`FLOP_COUNTS`: GRU cells, attention and projections for 'gru', see
-`flops_per_sample`; attention, MLPs and projections for 'transformer', see
-`transformer_flops_per_sample`). It also reports the parameter count.
+(the backbone table's count, `backbones.BACKBONES[...].flops`: GRU cells, attention and
+projections for 'gru', see `backbones.gru.flops_per_sample`; attention, MLPs and
+projections for 'transformer', see `backbones.transformer.flops_per_sample`). It also
+reports the parameter count.
 """
 
 import json
 import resource
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Dict, Optional
 
 from absl import flags
 import jax
 
-from monoloc_jax import attention
-from monoloc_jax import configs
+from monoloc_jax import backbones
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import launcher
-from monoloc_jax import models
 from monoloc_jax import multiseed
 from monoloc_jax import precision
 from monoloc_jax import tasks
 from monoloc_jax import train
+from monoloc_jax import validation
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 
 _TASK = flags.DEFINE_enum('task', 'recopy', list(tasks.TASKS), 'Task.')
@@ -59,93 +60,19 @@ _PEAK = flags.DEFINE_float('peak_gflops', 166.0,
                            'Peak FP32 GFLOP/s of the machine (2 Zen 4 cores: 166).')
 _DATA_DIR = flags.DEFINE_string('data_dir', '', 'Data directory for SCAN/CFQ/Lookup files.')
 _OUT = flags.DEFINE_string('out', '', 'Write the figures as JSON to this file.')
-_BACKWARD = flags.DEFINE_enum('decoder_backward', 'autodiff', list(models.DECODER_BACKWARDS),
-                              'Backward pass of the decoder scan (config.decoder_backward).')
+_BACKWARD = flags.DEFINE_enum('decoder_backward', 'autodiff', list(gru.DECODER_BACKWARDS),
+                              'Backward pass of the decoder scan (config.gru.decoder_backward).')
 _STRATEGY = flags.DEFINE_enum('seed_strategy', 'auto', list(multiseed.STRATEGIES),
                               'How the multi-seed measurement runs its seeds '
                               '(config.seed_strategy).')
 
 
-def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int = 128,
-                     value: int = 128, spec=None) -> float:
-  """Forward FLOPs (2 per multiply-add) of one sample with n_src tokens and n_tgt
-  decoder steps (incl. `<eos>`), counting GRU cells, attention and projections."""
-  s = n_src + 2
-  h = d // 2
-  enc = 2 * s * 2 * (embed * 3 * h + h * 3 * h)            # 2 directions, input + hidden
-  mem = s * 2 * (d * value + value * d)                     # inter value + value projection
-  if spec is not None and spec.scores is not None:
-    mem += s * 2 * d * d                                    # keys
-  step = 2 * ((embed + d) * 3 * d + d * 3 * d)              # decoder GRU
-  step += 2 * d * d + 2 * s * d                             # f_o, sum_i a_i v_i
-  if spec is not None and spec.scores is not None:         # query, scores (+ W_r)
-    step += spec.scores.step_flops(attention.Dims(d, d, d), s)
-  if spec is not None and spec.location is not None:
-    step += 2 * d * d + 2 * d * 4 + 10 * s                  # l_t, sigma/rho/mix, Gaussian
-  step += 2 * d * vocab                                     # tied output layer (hoisted form)
-  return float(enc + mem + n_tgt * step)
-
-
-def transformer_flops_per_sample(n_src: int, n_tgt: int, vocab: int, d: int = 128,
-                                 heads: int = 4, layers: int = 2, mlp_dim: int = 512,
-                                 qk_dim: int = 0, spec=None) -> float:
-  """Forward FLOPs (2 per multiply-add) of one sample of the Transformer backbone
-  (`transformer.Transformer`) with n_src tokens and n_tgt decoder steps (incl. `<eos>`).
-
-  With S = n_src + 2 encoder positions, T = n_tgt, D = d, H heads of width
-  K = D / H, Q = qk_dim or K (the cross-attention's query/key width per head),
-  F = mlp_dim, L = layers (encoder and decoder each), V = vocab:
-    encoder layer:  8 S D^2 (q, k, v, out) + 4 S^2 D (scores, weighted sum) + 4 S D F (MLP);
-    decoder layer:  8 T D^2 + 4 T^2 D (causal self-attention, all T x T scores as the
-                    parallel form computes them) + 4 T D F (MLP)
-                    + cross-attention: 2 S D^2 (values) + 2 T D^2 (out)
-                    + 2 T S D (weighted sum of the values)
-                    + with a score branch: 2 S D H Q (keys)
-                      + T H scores.step_flops(Dims(D, Q, D), S) (query and scores, per head)
-                    + with a location rule: T H (2 D Q + 8 Q + 10 S) (l_t, sigma / rho / mix
-                      read-outs, the Gaussian, per head: the GRU count's terms per head);
-    output layer:   2 T D V (tied).
-  Total: L (encoder layer + decoder layer) + output layer. LayerNorms, softmaxes,
-  biases and the embedding gather are left out, as in the GRU count.
-  """
-  s, t, k = n_src + 2, n_tgt, d // heads
-  q = qk_dim or k
-  enc = 8 * s * d * d + 4 * s * s * d + 4 * s * d * mlp_dim
-  dec = 8 * t * d * d + 4 * t * t * d + 4 * t * d * mlp_dim
-  dec += 2 * s * d * d + 2 * t * d * d + 2 * t * s * d
-  if spec is not None and spec.scores is not None:
-    dec += 2 * s * d * heads * q
-    dec += t * heads * spec.scores.step_flops(attention.Dims(d, q, d), s)
-  if spec is not None and spec.location is not None:
-    dec += t * heads * (2 * d * q + 8 * q + 10 * s)
-  return float(layers * (enc + dec) + 2 * t * d * vocab)
-
-
-def _gru_flops(n_src: int, n_tgt: int, vocab: int, config, spec) -> float:
-  return flops_per_sample(n_src, n_tgt, vocab, config.embed_dim, config.hidden_dim,
-                          config.value_dim, spec)
-
-
-def _transformer_flops(n_src: int, n_tgt: int, vocab: int, config, spec) -> float:
-  return transformer_flops_per_sample(n_src, n_tgt, vocab, config.hidden_dim,
-                                      config.transformer_heads, config.transformer_layers,
-                                      config.transformer_mlp_dim, config.get('qk_dim', 0), spec)
-
-
-# config.backbone -> fn(n_src, n_tgt, vocab, config, spec) -> forward FLOPs of one sample.
-FLOP_COUNTS: Dict[str, Callable[[int, int, int, Any, Any], float]] = {
-    'gru': _gru_flops,
-    'transformer': _transformer_flops,
-}
-
-
 def model_flops(config, spec, vocab: int, src_len, tgt_len) -> float:
   """Forward FLOPs of the samples with lengths src_len [n], tgt_len [n] under
-  config.backbone's count (`FLOP_COUNTS`)."""
-  backbone = config.get('backbone', 'gru')
-  if backbone not in FLOP_COUNTS:
-    raise errors.unknown_name('backbone', backbone, FLOP_COUNTS)
-  count = FLOP_COUNTS[backbone]
+  config.backbone's count (`backbones.BACKBONES`)."""
+  if config.backbone not in backbones.BACKBONES:
+    raise errors.unknown_name('backbone', config.backbone, backbones.BACKBONES)
+  count = backbones.BACKBONES[config.backbone].flops
   return sum(count(int(a), int(b), vocab, config, spec) for a, b in zip(src_len, tgt_len))
 
 
@@ -176,17 +103,17 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   override its task, variant, batch sizes, data and seed strategy.
   """
   config = default.get_config() if config is None else config.copy_and_resolve_references()
-  config.decoder_backward, config.seed_strategy = decoder_backward, seed_strategy
+  config.gru.decoder_backward, config.seed_strategy = decoder_backward, seed_strategy
   config.task, config.variant, config.batch_size = task, model_name, batch_size
   config.eval_batch_size, config.train_size, config.eval_size = eval_batch_size, train_size, 0
   config.test_splits, config.data_dir = decode_split, data_dir
-  configs.validate(config)
+  validation.validate(config)
   data = ip.load_data(config)
   split = data.tests[decode_split]
   if decode_size and decode_size < len(split):
     split = ip.EncodedSplit(split.src[:decode_size], split.src_len[:decode_size],
                             split.tgt[:decode_size], split.tgt_len[:decode_size], None, 0)
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   tx = train.make_optimizer(config)
   programs = train.make_train_programs(model, tx, seed_strategy, precision.of(config))
   eval_programs = inference.make_eval_programs(model, seed_strategy, precision.of(config))
@@ -196,14 +123,12 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
                            'device': str(jax.devices()[0]),
                            'decoder_backward': decoder_backward,
                            'seed_strategy': multiseed.resolve(seed_strategy),
-                           'embed_dim': config.embed_dim, 'hidden_dim': config.hidden_dim,
-                           'value_dim': config.value_dim, 'qk_dim': config.qk_dim,
-                           'dtype': config.get('dtype', 'float32'),
-                           'matmul_precision': precision.of(config),
-                           'backbone': config.get('backbone', 'gru')}
-  if out['backbone'] == 'transformer':
-    out.update({k: config[k] for k in ('transformer_layers', 'transformer_heads',
-                                       'transformer_mlp_dim', 'transformer_positions')})
+                           'embed_dim': config.gru.embed_dim, 'hidden_dim': config.hidden_dim,
+                           'value_dim': config.gru.value_dim, 'qk_dim': config.qk_dim,
+                           'dtype': config.dtype, 'matmul_precision': precision.of(config),
+                           'backbone': config.backbone}
+  # The backbone's own fields, as '<backbone>_<field>' ('transformer_layers', 'gru_num_layers').
+  out.update({f'{config.backbone}_{k}': v for k, v in config[config.backbone].items()})
 
   def init_state(n):
     probe = next(ip.train_batches(data.train, batch_size, [0], 0, 0, data.vocab.sos_id))
@@ -255,7 +180,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['train_samples_per_s_vmapped_total'] = vmapped_seeds * n_train / dt
   # Greedy decoding of the long split (one seed).
   params = init_state(1).params
-  out['parameters'] = models.count_params(params)          # one seed: leaves are [1, ...]
+  out['parameters'] = backbones.count_params(params)          # one seed: leaves are [1, ...]
   eval_b = ip.eval_batches(split, eval_batch_size, data.vocab.sos_id)
   seen = set()
   for _, b, steps in eval_b:

@@ -13,17 +13,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from monoloc_jax import backbones
 from monoloc_jax import checkpointing
-from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
-from monoloc_jax import models
 from monoloc_jax import multiseed
 from monoloc_jax import precision
 from monoloc_jax import rundir
 from monoloc_jax import sharding
 from monoloc_jax import tasks
+from monoloc_jax import validation
 from monoloc_jax import variants
 from monoloc_jax.vocab import Vocabulary
 
@@ -41,7 +41,7 @@ class EvalPrograms(NamedTuple):
   teacher_forced_accuracy: Callable
 
 
-def make_eval_programs(model: models.Seq2Seq, seed_strategy: str = 'auto',
+def make_eval_programs(model: backbones.Model, seed_strategy: str = 'auto',
                        matmul_precision: str = precision.DEFAULT) -> EvalPrograms:
   """The evaluation programs of `model` over a leading seed axis (`multiseed`), their
   float32 products at `matmul_precision` (`precision.MATMUL_PRECISIONS`)."""
@@ -155,7 +155,7 @@ def format_table(results: Dict[str, Any], config) -> str:
   return '\n'.join(rows)
 
 
-def abstract_params(model: models.Seq2Seq, n_seeds: int):
+def abstract_params(model: backbones.Model, n_seeds: int):
   """Shapes/dtypes of a seed-stacked parameter tree [N, ...], computed without running."""
   dummy = jnp.ones((1, 1), jnp.int32)
   keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
@@ -177,12 +177,12 @@ def restore_for_eval(workdir: str):
   with rundir.os_errors(f'cannot read the workdir {workdir}'):
     config = rundir.load_config(workdir)
     if config.task in tasks.TASKS:    # a task defined outside the registry is the caller's
-      configs.validate(config)
+      validation.validate(config)
     if not (workdir / rundir.VOCAB).exists():
       raise errors.MonolocError(f'{workdir} has no {rundir.VOCAB}: not a monoloc_jax run '
                                 'directory')
     vocab = Vocabulary.load(workdir / rundir.VOCAB)
-    model = models.from_config(config, vocab)
+    model = backbones.from_config(config, vocab)
     ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS, read_only=True)
     best = ckpt.restore_best_params(abstract_params(model, config.seeds),
                                     vocab_path=workdir / rundir.VOCAB)
@@ -250,8 +250,7 @@ def _evaluate(workdir: str, overrides: Dict[str, Any]) -> Dict[str, Any]:
   config, vocab, model, params = restore_for_eval(workdir)
   if overrides:
     config.update(overrides)
-    from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
-    configs.validate(config)
+    validation.validate(config)
   data = ip.load_data(config, vocab=vocab, with_train=False)
   t0 = time.time()
   programs = make_eval_programs(model, config.seed_strategy, precision.of(config))
@@ -347,7 +346,7 @@ class RestoredSeed(NamedTuple):
   """
   config: Any
   vocab: Vocabulary
-  model: models.Seq2Seq
+  model: backbones.Model
   params: Any
   seed: SeedChoice
 

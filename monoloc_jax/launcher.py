@@ -11,6 +11,7 @@ OSError raised by `main` (`errors.one_line_errors`).
 """
 
 import ast
+import inspect
 import pathlib
 import re
 import sys
@@ -20,6 +21,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from monoloc_jax import backbones
 from monoloc_jax import errors
 from monoloc_jax import interrupts
 from monoloc_jax import recipes
@@ -83,20 +85,45 @@ def resolve_argv(argv: Sequence[str]) -> List[str]:
   return out
 
 
-def field_help() -> List[Tuple[str, Any, str]]:
-  """[(field, default value, comment)] for every field of the default config, in
-  file order, with the inline comments of configs/default.py and, for the fields
-  it takes from the `library` recipe, `recipes.FIELD_HELP`."""
-  config = default.get_config()
+def _comments(source: str) -> Dict[str, str]:
+  """{field: its inline comment} of the `c.FIELD = value  # comment` lines of `source`."""
   comments = {}
-  for line in pathlib.Path(default.__file__).read_text(encoding='utf-8').splitlines():
+  for line in source.splitlines():
     m = re.match(r'\s*c\.(\w+)\s*=\s*[^#]*?(?:#\s*(.*))?$', line)
     if m:
       comments[m.group(1)] = (m.group(2) or '').strip()
-    elif re.match(r'\s*c\.update\(recipes\.LIBRARY\)', line):
+  return comments
+
+
+def field_help() -> List[Tuple[str, Any, str]]:
+  """[(field, default value, comment)] for every field of the default config, in
+  file order, with the inline comments of configs/default.py; the fields it takes
+  from the `library` recipe with `recipes.FIELD_HELP`; a backbone's group
+  (config.gru, config.transformer) field by field ('gru.embed_dim'), after
+  'backbone', with the comments of its `config_defaults`
+  (monoloc_jax/backbones/<name>.py)."""
+  config = default.get_config()
+  comments: Dict[str, str] = {}
+  for line in pathlib.Path(default.__file__).read_text(encoding='utf-8').splitlines():
+    if re.match(r'\s*c\.update\(recipes\.LIBRARY\)', line):
       comments.update(recipes.FIELD_HELP)
+    else:
+      comments.update(_comments(line))
   order = list(comments) + [k for k in config.keys() if k not in comments]
-  return [(k, config[k], comments.get(k, '')) for k in order if k in config]
+  groups = [k for k in order if k in backbones.BACKBONES]       # listed after 'backbone'
+  order = [k for k in order if k not in groups]
+  order[order.index('backbone') + 1:order.index('backbone') + 1] = groups
+  out = []
+  for k in order:
+    if k not in config:
+      continue
+    if k in backbones.BACKBONES:
+      group = _comments(inspect.getsource(backbones.BACKBONES[k].defaults))
+      fields = [f for f in group if f in config[k]] + [f for f in config[k] if f not in group]
+      out += [(f'{k}.{f}', config[k][f], group.get(f, '')) for f in fields]
+    else:
+      out.append((k, config[k], comments.get(k, '')))
+  return out
 
 
 # ---------------------------------------------------------------------------
@@ -104,9 +131,9 @@ def field_help() -> List[Tuple[str, Any, str]]:
 # ---------------------------------------------------------------------------
 def _unknown_config_fields(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
   """([the --config.FIELD names in argv that the default config lacks], [its fields])."""
-  known = set(default.get_config())
+  known = {field for field, _, _ in field_help()}
   fields = [a.split('=')[0][len('--config.'):] for a in argv[1:] if a.startswith('--config.')]
-  return [f for f in fields if f.split('.')[0] not in known], sorted(known)
+  return [f for f in fields if f not in known], sorted(known)
 
 
 def define_config_flag(argv: Sequence[str], help_text: str) -> None:

@@ -39,9 +39,10 @@ __all__ = ['MATMUL_PRECISIONS', 'DEFAULT', 'of', 'traced_under']
 
 
 def of(config) -> str:
-  """config.matmul_precision (DEFAULT when absent, as in runs written before the
-  field existed); a one-line MonolocError naming the choices for an unknown name."""
-  return _checked(config.get('matmul_precision', DEFAULT))
+  """config.matmul_precision; a one-line MonolocError naming the choices for an
+  unknown name. (A run written before the field existed gets DEFAULT from
+  `rundir.load_config`, which fills missing fields from configs/default.py.)"""
+  return _checked(config.matmul_precision)
 
 
 def _checked(name: str) -> str:

@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 import ml_collections
 import numpy as np
 
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 
 __all__ = ['AUTHORS_CODE', 'FIELD_HELP', 'LIBRARY', 'PAPER_EPOCHS', 'PLATEAU_RULES', 'RECIPES',
@@ -183,8 +184,8 @@ PAPER_EPOCHS: Mapping[str, Any] = types.MappingProxyType({
 # (results/NOTES.md, "The Transformer grid").
 # test_iid as well: whether a failing unit fit the training lengths at all.
 TRANSFORMER_GRID: Mapping[str, Any] = types.MappingProxyType({
-    'backbone': 'transformer', 'warmup_steps': 100, 'transformer_layers': 1,
-    'transformer_heads': 4, 'transformer_mlp_dim': 128, 'dropout': 0.1,
+    'backbone': 'transformer', 'warmup_steps': 100, 'transformer.layers': 1,
+    'transformer.heads': 4, 'transformer.mlp_dim': 128, 'dropout': 0.1,
     'test_splits': 'test_iid,paper',
 })
 
@@ -204,10 +205,7 @@ def apply(config: ml_collections.ConfigDict, name: str) -> ml_collections.Config
   """A copy of `config` with recipe `name`'s values (one-line error for unknown names)."""
   if name not in RECIPES:
     raise errors.unknown_name('recipe', name, RECIPES)
-  out = ml_collections.ConfigDict(config.to_dict())
-  for field, value in RECIPES[name].items():
-    out[field] = value
-  return out
+  return config_paths.overridden(ml_collections.ConfigDict(config.to_dict()), RECIPES[name])
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import ml_collections
 
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax.configs import default
 
@@ -108,8 +109,10 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   """The stored config over the current defaults (fields added since keep their defaults).
 
   Configs written before the field `model` was renamed `variant`, or before
-  mix_mode 'reference_code' was renamed 'authors_code', are read too. A
-  damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
+  mix_mode 'reference_code' was renamed 'authors_code', are read too, and so
+  are those with the flat names of the backbones' fields (`config_paths.LEGACY_FIELDS`:
+  'embed_dim', 'transformer_layers', ... now config.gru.embed_dim,
+  config.transformer.layers, ...). A damaged config.json (not JSON, not an object, unknown or mistyped fields, no task
   or variant) is a one-line MonolocError.
   """
   path = pathlib.Path(workdir) / CONFIG
@@ -126,12 +129,13 @@ def load_config(workdir: pathlib.Path) -> ml_collections.ConfigDict:
   stored = _current_names(stored)
   fields = default.get_config()
   missing = [k for k in ('task', 'variant') if k not in stored]
-  unknown = sorted(set(stored) - set(fields))
+  known = config_paths.flatten(fields.to_dict())
+  unknown = sorted(set(config_paths.flatten(stored)) - set(known))
   if missing or unknown:
     what = (f"it has no {' or '.join(repr(k) for k in missing)}" if missing
             else f"unknown field(s) {', '.join(map(repr, unknown))}")
     raise errors.MonolocError(f'{path} is not a valid run config: {what}; '
-                              f'valid fields: {", ".join(sorted(fields))}')
+                              f'valid fields: {", ".join(sorted(known))}')
   try:
     return with_defaults(stored)
   except (TypeError, ValueError, KeyError) as e:
@@ -147,7 +151,7 @@ def _current_names(stored: Mapping[str, Any]) -> Dict[str, Any]:
     stored['variant'] = stored.pop('model')
   if stored.get('mix_mode') == 'reference_code':
     stored['mix_mode'] = 'authors_code'
-  return stored
+  return config_paths.upgrade(stored)
 
 
 def with_defaults(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
@@ -164,10 +168,11 @@ def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:
   """[(field, stored value, given value)] for every field that differs, sorted by field.
 
   A field the stored config lacks (written before the field existed) has its default:
-  that is what the older version ran, so a workdir of it still resumes.
+  that is what the older version ran, so a workdir of it still resumes. A field of a
+  backbone's group is named by its path ('transformer.layers').
   """
-  defaults = default.get_config().to_dict()
-  a, b = dict(stored.to_dict()), dict(given.to_dict())
+  defaults = config_paths.flatten(default.get_config().to_dict())
+  a, b = config_paths.flatten(stored.to_dict()), config_paths.flatten(given.to_dict())
   a = {**{k: v for k, v in defaults.items() if k in b}, **a}
   return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 

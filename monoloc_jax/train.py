@@ -20,19 +20,19 @@ import ml_collections
 import numpy as np
 import optax
 
+from monoloc_jax import backbones
 from monoloc_jax import checkpointing
-from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import faults
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
-from monoloc_jax import models
-from monoloc_jax import rundir
 from monoloc_jax import multiseed
 from monoloc_jax import precision
 from monoloc_jax import recipes
+from monoloc_jax import rundir
 from monoloc_jax import sharding
+from monoloc_jax import validation
 from monoloc_jax.vocab import Vocabulary
 
 Array = jax.Array
@@ -172,7 +172,7 @@ class TrainPrograms(NamedTuple):
   train_step: Callable
 
 
-def make_train_programs(model: models.Seq2Seq, tx: optax.GradientTransformation,
+def make_train_programs(model: backbones.Model, tx: optax.GradientTransformation,
                         seed_strategy: str = 'auto',
                         matmul_precision: str = precision.DEFAULT) -> TrainPrograms:
   """Builds the jitted training programs for `model`, over a leading seed axis.
@@ -283,7 +283,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
   devices: the devices the seeds (and batch rows) are laid over (default: all of
     `jax.devices()`; see `sharding.plan`); one device runs the plain vmapped program.
   """
-  configs.validate(config, task=task, variant=variant)
+  validation.validate(config, task=task, variant=variant)
   kill = faults.KillSwitch.from_env()
   workdir = pathlib.Path(workdir)
   with rundir.os_errors(f'cannot use the workdir {workdir}'):
@@ -306,7 +306,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   else:
     rundir.write_bytes_atomic(vocab_path, data.vocab.to_json().encode('utf-8'))
 
-  model = models.from_config(config, data.vocab, variant=variant)
+  model = backbones.from_config(config, data.vocab, variant=variant)
   tx = make_optimizer(config)
   seeds = rundir.seeds_of(config)
   n = len(seeds)

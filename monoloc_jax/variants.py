@@ -112,11 +112,11 @@ def with_config_options(variant: Variant, config) -> Variant:
   config.location_normaliser: Eq. 9's normaliser, a key of
     `attention.LOCATION_NORMALISERS`: 'padding_free' (default) or 'authors_code'.
   """
-  sigma_bias = config.get('sigma_bias', True)
+  sigma_bias = config.sigma_bias
   if not isinstance(sigma_bias, bool):
     raise errors.MonolocError(f'bad value for config.sigma_bias: {sigma_bias!r}; '
                               'it must be True or False')
-  name = config.get('location_normaliser', attention.PADDING_FREE.name)
+  name = config.location_normaliser
   if name not in attention.LOCATION_NORMALISERS:
     raise errors.unknown_name('location_normaliser', name, attention.LOCATION_NORMALISERS)
   normaliser = attention.LOCATION_NORMALISERS[name]

@@ -27,10 +27,12 @@ import pytest
 
 import compile_options
 from monoloc_jax import attention
+from monoloc_jax import backbones
+from monoloc_jax import config_paths
 from monoloc_jax import errors
-from monoloc_jax import models
 from monoloc_jax import param_count
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 
 FAST = compile_options.fast()
@@ -172,7 +174,7 @@ KNOWN_BOUNDS = (
 # Drawing many initialisations, and checking them.
 # ---------------------------------------------------------------------------
 class Vocab:
-  """What `models.from_config` reads of a vocabulary."""
+  """What `backbones.from_config` reads of a vocabulary."""
   pad_id, sos_id, eos_id = 0, 1, 2
 
   def __len__(self):
@@ -196,10 +198,10 @@ def flat(tree) -> Dict[str, np.ndarray]:
 
 
 def model_of(name: str, size: str, scheme: str, sigma_bias: bool = False,
-             normaliser: str = 'padding_free') -> models.Seq2Seq:
+             normaliser: str = 'padding_free') -> gru.Seq2Seq:
   variant = dataclasses.replace(variants.get(name), sigma_bias=sigma_bias,
                                 location_normaliser=attention.LOCATION_NORMALISERS[normaliser])
-  return models.Seq2Seq(VOCAB, variant=variant, init_scheme=scheme, **SIZES[size])
+  return gru.Seq2Seq(VOCAB, variant=variant, init_scheme=scheme, **SIZES[size])
 
 
 @functools.lru_cache(maxsize=None)
@@ -397,10 +399,10 @@ def digest(params) -> str:
 @pytest.mark.parametrize('name, key, size', list(LIBRARY_INIT))
 def test_library_init_is_unchanged(name, key, size):
   cfg = default.get_config()
-  cfg.update(SIZES[size])
+  config_paths.overridden(cfg, SIZES[size])   # Seq2Seq's field names: LEGACY_FIELDS maps them
   cfg.update(variant=name, init_scheme='library', sigma_bias=True,
              location_normaliser='padding_free')
-  model = models.from_config(cfg, Vocab())
+  model = backbones.from_config(cfg, Vocab())
   assert model.init_scheme == 'library'
   params = model.init(jax.random.PRNGKey(key), SRC, LENGTHS, method=_init_params)
   expected_digest, sums = LIBRARY_INIT[(name, key, size)]
@@ -570,7 +572,7 @@ def test_model_with_authors_normaliser_attends_with_their_weights():
   cfg = default.get_config()
   cfg.update(variant='locattn', location_normaliser='authors_code', sigma_bias=False,
              init_scheme='authors_code')
-  model = models.from_config(cfg, Vocab())
+  model = backbones.from_config(cfg, Vocab())
   assert model.variant.location_normaliser is attention.AUTHORS_CODE_NORMALISER
   assert not model.variant.sigma_bias and model.init_scheme == 'authors_code'
 
@@ -617,4 +619,4 @@ def test_explicit_variant_takes_the_options_too():
 def test_bad_values_are_one_line_errors(field, value, message):
   cfg = ml_collections.ConfigDict({**default.get_config().to_dict(), field: value})
   with pytest.raises(errors.MonolocError, match=re.escape(message)):
-    models.from_config(cfg, Vocab())
+    backbones.from_config(cfg, Vocab())

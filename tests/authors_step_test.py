@@ -31,8 +31,8 @@ import optax
 import pytest
 
 import compile_options
+from monoloc_jax import backbones
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import models
 from monoloc_jax import train
 from monoloc_jax.configs import default
 from monoloc_jax.vocab import Vocabulary
@@ -80,10 +80,11 @@ def setup(variant, learning_rate=1e-3, grad_clip=5.0):
 
   embed, _, hidden, qk, value = (int(x) for x in d['dims'])
   c = default.get_config()
-  c.update(variant=variant, embed_dim=embed, hidden_dim=hidden, value_dim=value, qk_dim=qk,
+  c.gru.update(embed_dim=embed, value_dim=value)
+  c.update(variant=variant, hidden_dim=hidden, qk_dim=qk,
            dropout=0.0, sigma_bias=False, location_normaliser='authors_code',
            learning_rate=learning_rate, grad_clip=grad_clip, weight_decay=0.0)
-  model = models.from_config(c, vocab)
+  model = backbones.from_config(c, vocab)
 
   # The batch in our ids, rows in their collated order, padded to their widths.
   srcs = [str(s).split('\x1f') for s in d['src']]
@@ -226,7 +227,7 @@ def test_trajectory_script_replays_a_trace_of_the_authors_code(tmp_path):
            dev_at=np.array([1]), dev_acc=np.array([0.0]), dropout=np.float64(0.0),
            their_model=d['their_model'], dataset=np.array('copy'), time=np.int64(0))
   assert trajectory.sizes_of(arrays['before']) == dict(zip(
-      ('embed_dim', 'hidden_dim', 'value_dim'), (int(x) for x in d['dims'][[0, 2, 4]])))
+      ('gru.embed_dim', 'hidden_dim', 'gru.value_dim'), (int(x) for x in d['dims'][[0, 2, 4]])))
   out = tmp_path / 'out.json'
   trajectory.run_ours(types.SimpleNamespace(
       data=str(tmp_path), trace=str(trace), variant='mono', seed=0, apart=1e-3,

@@ -21,8 +21,8 @@ def _load():
 def test_transformer_size_matches_the_gru_parameter_count():
   speed = _load()
   config = default.get_config()
-  config.update(task='recopy', train_size=64, eval_size=16, hidden_dim=32, embed_dim=16,
-                value_dim=32)
+  config.update(task='recopy', train_size=64, eval_size=16, hidden_dim=32,
+                gru=dict(embed_dim=16, value_dim=32))
   vocab = ip.load_data(config).vocab
   gru_count = speed.parameter_count(config, vocab)
   transformer = default.get_config()

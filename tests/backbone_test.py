@@ -1,5 +1,5 @@
 """`config.backbone`: 'gru' (the paper's Seq2Seq, default) or 'transformer', one
-table (`models.BACKBONES`) behind `models.from_config`. Tiny sizes, CPU."""
+table (`backbones.BACKBONES`) behind `backbones.from_config`. Tiny sizes, CPU."""
 
 import json
 import os
@@ -12,27 +12,30 @@ import ml_collections
 import numpy as np
 import pytest
 
+from monoloc_jax import backbones
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import inference
-from monoloc_jax import models
 from monoloc_jax import rundir
 from monoloc_jax import train
-from monoloc_jax import transformer
+from monoloc_jax import validation
+from monoloc_jax.backbones import gru
+from monoloc_jax.backbones import transformer
 from monoloc_jax.configs import default
 from monoloc_jax.vocab import SPECIAL_TOKENS, Vocabulary
 
-TRANSFORMER_FIELDS = ('backbone', 'transformer_layers', 'transformer_heads',
-                      'transformer_mlp_dim', 'transformer_positions')
+TRANSFORMER_FIELDS = ('backbone', 'transformer')
 
 
 def tiny_config(**overrides):
+  """overrides: fields by path, e.g. **{'transformer.positions': 'rope'}."""
   c = default.get_config()
-  c.update(task='copy', variant='onestep', train_size=200, eval_size=16, max_epochs=1,
-           test_splits='test_15', progress=False, hidden_dim=16, embed_dim=8, value_dim=16,
-           backbone='transformer', transformer_layers=1, transformer_heads=2,
-           transformer_mlp_dim=32)
-  c.update(overrides)
-  return c
+  config_paths.overridden(c, {
+      'task': 'copy', 'variant': 'onestep', 'train_size': 200, 'eval_size': 16,
+      'max_epochs': 1, 'test_splits': 'test_15', 'progress': False, 'hidden_dim': 16,
+      'gru.embed_dim': 8, 'gru.value_dim': 16, 'backbone': 'transformer',
+      'transformer.layers': 1, 'transformer.heads': 2, 'transformer.mlp_dim': 32})
+  return config_paths.overridden(c, overrides)
 
 
 def _cli(*args):
@@ -43,18 +46,18 @@ def _cli(*args):
 
 def test_from_config_builds_the_named_backbone():
   vocab = Vocabulary(SPECIAL_TOKENS + tuple('0123456789'))
-  gru = models.from_config(default.get_config(), vocab)
-  assert type(gru) is models.Seq2Seq                      # pylint: disable=unidiomatic-typecheck
-  model = models.from_config(tiny_config(transformer_positions='rope'), vocab)
+  paper = backbones.from_config(default.get_config(), vocab)
+  assert type(paper) is gru.Seq2Seq                    # pylint: disable=unidiomatic-typecheck
+  model = backbones.from_config(tiny_config(**{'transformer.positions': 'rope'}), vocab)
   assert isinstance(model, transformer.Transformer)
   assert (model.model_dim, model.num_layers, model.num_heads, model.mlp_dim,
           model.positions, model.qk_dim, model.vocab_size) == (16, 1, 2, 32, 'rope', None,
                                                                len(vocab))
   assert model.dropout_rate == default.get_config().dropout
-  assert set(models.BACKBONES) == {'gru', 'transformer'}
+  assert set(backbones.BACKBONES) == {'gru', 'transformer'}
   with pytest.raises(errors.MonolocError,
                      match="^unknown backbone 'lstm'; valid backbones: gru, transformer$"):
-    models.from_config(tiny_config(backbone='lstm'), vocab)
+    backbones.from_config(tiny_config(backbone='lstm'), vocab)
 
 
 def test_the_default_is_gru_and_an_old_config_without_the_fields_resumes():
@@ -73,19 +76,19 @@ def test_an_old_workdir_config_json_without_the_fields_loads_with_defaults(tmp_p
     stored.pop(field)
   (tmp_path / rundir.CONFIG).write_text(json.dumps(stored))
   config = rundir.load_config(tmp_path)
-  assert config.backbone == 'gru' and config.transformer_heads == 4
+  assert config.backbone == 'gru' and config.transformer.heads == 4
   rundir.check_config(tmp_path, given)                   # resumes: no conflict
 
 
 @pytest.mark.parametrize('overrides, message', [
     (dict(backbone='lstm'), "unknown backbone 'lstm'; valid backbones: gru, transformer"),
-    (dict(transformer_positions='absolute'),
-     "bad value for config.transformer_positions: 'absolute'; valid: sinusoidal, rope, none"),
-    (dict(transformer_heads=3),
-     'bad value for config.transformer_heads: 3; it must be an integer >= 1 that divides '
+    ({'transformer.positions': 'absolute'},
+     "bad value for config.transformer.positions: 'absolute'; valid: sinusoidal, rope, none"),
+    ({'transformer.heads': 3},
+     'bad value for config.transformer.heads: 3; it must be an integer >= 1 that divides '
      'hidden_dim=16'),
-    (dict(transformer_layers=0),
-     'bad value for config.transformer_layers: 0; it must be an integer >= 1'),
+    ({'transformer.layers': 0},
+     'bad value for config.transformer.layers: 0; it must be an integer >= 1'),
 ])
 def test_bad_backbone_settings_are_one_line(tmp_path, overrides, message):
   with pytest.raises(errors.MonolocError) as info:
@@ -95,8 +98,7 @@ def test_bad_backbone_settings_are_one_line(tmp_path, overrides, message):
 
 
 def test_heads_need_not_divide_hidden_dim_for_the_gru():
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
-  configs.validate(tiny_config(backbone='gru', hidden_dim=6, transformer_heads=4))
+  validation.validate(tiny_config(**{'backbone': 'gru', 'hidden_dim': 6, 'transformer.heads': 4}))
 
 
 def test_cli_bad_backbone_is_one_error_line(tmp_path):

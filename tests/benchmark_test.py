@@ -8,7 +8,11 @@ import sys
 import numpy as np
 
 from monoloc_jax import benchmark
+from monoloc_jax import config_paths
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
+from monoloc_jax.backbones import transformer
+from monoloc_jax.configs import default
 
 REQUIRED = ('train_samples_per_s', 'train_samples_per_s_per_seed_vmapped',
             'decode_samples_per_s', 'compile_s', 'peak_rss_mb')
@@ -19,8 +23,8 @@ def test_benchmark_cli_writes_every_figure(tmp_path):
   proc = subprocess.run(
       [sys.executable, '-m', 'monoloc_jax.benchmark', '--task=copy', '--model=onestep',
        '--train_size=64', '--vmapped_seeds=2', '--decode_split=test_15', '--decode_size=32',
-       '--eval_batch_size=32', f'--out={out}', '--config.hidden_dim=32', '--config.embed_dim=16',
-       '--config.value_dim=32'],
+       '--eval_batch_size=32', f'--out={out}', '--config.hidden_dim=32', '--config.gru.embed_dim=16',
+       '--config.gru.value_dim=32'],
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-2000:]
   figures = json.loads(out.read_text())
@@ -34,13 +38,13 @@ def test_benchmark_cli_writes_every_figure(tmp_path):
 
 def test_flop_count_grows_with_lengths_and_attention_branches():
   onestep, content = variants.get('onestep'), variants.get('content')
-  base = benchmark.flops_per_sample(10, 20, 14, spec=onestep)
-  assert benchmark.flops_per_sample(10, 40, 14, spec=onestep) > base
-  assert benchmark.flops_per_sample(20, 20, 14, spec=onestep) > base
+  base = gru.flops_per_sample(10, 20, 14, spec=onestep)
+  assert gru.flops_per_sample(10, 40, 14, spec=onestep) > base
+  assert gru.flops_per_sample(20, 20, 14, spec=onestep) > base
   # Decoder GRU alone: 2 * ((64 + 128) * 384 + 128 * 384) FLOPs per step.
-  gru = 2 * ((64 + 128) * 384 + 128 * 384)
-  assert benchmark.flops_per_sample(10, 21, 14, spec=content) - \
-      benchmark.flops_per_sample(10, 20, 14, spec=content) > gru
+  decoder_gru = 2 * ((64 + 128) * 384 + 128 * 384)
+  assert gru.flops_per_sample(10, 21, 14, spec=content) - \
+      gru.flops_per_sample(10, 20, 14, spec=content) > decoder_gru
 
 
 def test_benchmark_bad_config_is_one_line(tmp_path):
@@ -71,23 +75,29 @@ def test_transformer_flop_count_by_its_formula():
     output layer:  2*4*8*10                                                      =  640
   """
   content = variants.get('content')
-  assert benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
-                                                spec=content) == 5920 + 4608 + 1472 + 1472 + 640
+  assert transformer.flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
+                                      spec=content) == 5920 + 4608 + 1472 + 1472 + 640
   # A location rule adds T H (2 D Q + 8 Q + 10 S) = 4*2*(64 + 32 + 50) per layer.
   location_only = variants.get('locattn')
   assert location_only.scores is None and location_only.location is not None
-  assert benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
-                                                spec=location_only) == \
+  assert transformer.flops_per_sample(3, 4, 10, d=8, heads=2, layers=1, mlp_dim=16,
+                                      spec=location_only) == \
       5920 + 4608 + 1472 + 4 * 2 * (64 + 32 + 50) + 640
   # Two layers: twice the layers, one output layer.
-  two = benchmark.transformer_flops_per_sample(3, 4, 10, d=8, heads=2, layers=2, mlp_dim=16,
-                                               spec=content)
+  two = transformer.flops_per_sample(3, 4, 10, d=8, heads=2, layers=2, mlp_dim=16,
+                                     spec=content)
   assert two == 2 * (5920 + 4608 + 1472 + 1472) + 640
 
 
-def test_flop_counts_cover_every_backbone():
-  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
-  assert set(benchmark.FLOP_COUNTS) == set(models.BACKBONES)
+def test_flop_counts_come_from_the_backbone_table():
+  from monoloc_jax import backbones  # pylint: disable=g-import-not-at-top
+  assert not hasattr(benchmark, 'FLOP_COUNTS')
+  config = default.get_config()
+  spec = variants.get('onestep')
+  for name, backbone in backbones.BACKBONES.items():
+    config.backbone = name
+    assert benchmark.model_flops(config, spec, 14, [3], [4]) == backbone.flops(3, 4, 14, config,
+                                                                                 spec)
 
 
 def test_benchmark_cli_counts_the_transformer(tmp_path):
@@ -96,9 +106,10 @@ def test_benchmark_cli_counts_the_transformer(tmp_path):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
-  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones  # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  sizes = dict(hidden_dim=16, transformer_layers=1, transformer_heads=2, transformer_mlp_dim=32)
+  sizes = {'hidden_dim': 16, 'transformer.layers': 1, 'transformer.heads': 2,
+           'transformer.mlp_dim': 32}
   out = tmp_path / 'bench.json'
   proc = subprocess.run(
       [sys.executable, '-m', 'monoloc_jax.benchmark', '--task=copy', '--model=onestep',
@@ -112,12 +123,13 @@ def test_benchmark_cli_counts_the_transformer(tmp_path):
   assert (figures['transformer_layers'], figures['transformer_heads'],
           figures['transformer_mlp_dim']) == (1, 2, 32)
   config = default.get_config()
-  config.update(task='copy', backbone='transformer', train_size=64, **sizes)
+  config.update(task='copy', backbone='transformer', train_size=64)
+  config_paths.overridden(config, sizes)
   vocab = ip.load_data(config).vocab
-  model = models.from_config(config, vocab)
+  model = backbones.from_config(config, vocab)
   src = jnp.ones((1, 3), jnp.int32)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src, jnp.array([3], jnp.int32), src)
-  assert figures['parameters'] == models.count_params(shapes['params'])
+  assert figures['parameters'] == backbones.count_params(shapes['params'])
   assert f"{figures['parameters']:,}" in proc.stdout and 'transformer backbone' in proc.stdout
   # The FLOP rate is the Transformer's count over the measured epoch time.
   data = ip.load_data(config)

@@ -26,11 +26,12 @@ import pytest
 
 import compile_options
 from monoloc_jax import attention
-from monoloc_jax import configs
+from monoloc_jax import backbones
 from monoloc_jax import errors
-from monoloc_jax import models
 from monoloc_jax import train
+from monoloc_jax import validation
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 
 FAST = compile_options.fast()
@@ -163,7 +164,7 @@ def test_a_bfloat16_scan_carry_keeps_its_type(name):
 
 
 def test_fold_params_keeps_the_location_path_in_float32():
-  """float32 parameters folded for a bfloat16 computation (as `models.CrossAttention`)."""
+  """float32 parameters folded for a bfloat16 computation (as `gru.CrossAttention`)."""
   variant = variants.get('mix_mono_pr')
   dims = attention.Dims(model=D, qk=D, encoded=D)
   raw = {p.name: jnp.full(p.shape(dims), 0.1, jnp.float32) for p in variant.param_defs()}
@@ -226,7 +227,7 @@ def relative_difference(a, b) -> float:
 @functools.lru_cache(maxsize=None)
 def bf16_against_f32(name: str):
   """Float32 and bfloat16 (float32 parameters) passes of one variant, one program."""
-  f32 = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name), hidden_dim=32,
+  f32 = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name), hidden_dim=32,
                        embed_dim=16, value_dim=32, dropout_rate=0.0)
   bf16 = f32.clone(dtype=BF16)
   src, tgt = _batch()
@@ -268,8 +269,8 @@ def test_bfloat16_parameters_work_too():
   `apply` and `greedy` failed with dtype errors)."""
   kw = dict(vocab_size=VOCAB, variant=variants.get('mix_onestep'), hidden_dim=16, embed_dim=8,
             value_dim=16)
-  model = models.Seq2Seq(dtype=BF16, param_dtype=BF16, **kw)
-  plain = models.Seq2Seq(**kw)
+  model = gru.Seq2Seq(dtype=BF16, param_dtype=BF16, **kw)
+  plain = gru.Seq2Seq(**kw)
   src, tgt = _batch()
 
   def run(key):
@@ -289,7 +290,7 @@ def test_bfloat16_parameters_work_too():
 
 
 class Vocab:
-  """What `models.from_config` reads of a vocabulary."""
+  """What `backbones.from_config` reads of a vocabulary."""
   pad_id, sos_id, eos_id = 0, 1, 2
 
   def __len__(self):
@@ -299,26 +300,26 @@ class Vocab:
 def test_config_dtype():
   c = default.get_config()
   assert c.dtype == 'float32'
-  model = models.from_config(c, Vocab())
+  model = backbones.from_config(c, Vocab())
   assert (model.dtype, model.param_dtype) == (jnp.float32, jnp.float32)
   c.dtype = 'bfloat16'
-  model = models.from_config(c, Vocab())
+  model = backbones.from_config(c, Vocab())
   assert (model.dtype, model.param_dtype) == (BF16, jnp.float32)
   c.dtype = 'float16'
-  for check in (lambda: models.from_config(c, Vocab()), lambda: configs.validate(c)):
+  for check in (lambda: backbones.from_config(c, Vocab()), lambda: validation.validate(c)):
     with pytest.raises(errors.MonolocError, match="unknown dtype 'float16'; valid dtypes: "
                        'bfloat16, float32, float64'):
       check()
   if not jax.config.jax_enable_x64:
     c.dtype = 'float64'
-    for check in (lambda: models.from_config(c, Vocab()), lambda: configs.validate(c)):
+    for check in (lambda: backbones.from_config(c, Vocab()), lambda: validation.validate(c)):
       with pytest.raises(errors.MonolocError, match='jax_enable_x64'):
         check()
 
 
 def test_a_bad_dtype_flag_is_one_line_and_writes_nothing(tmp_path):
   """monoloc-train with --config.dtype=float16: one error line, exit 2, and no workdir
-  files (before the check moved into `configs.validate`, vocab.json was written)."""
+  files (before the check moved into `validation.validate`, vocab.json was written)."""
   work = tmp_path / 'run'
   proc = subprocess.run([sys.executable, '-m', 'monoloc_jax.main', f'--workdir={work}',
                          '--config.dtype=float16'], capture_output=True, text=True,
@@ -335,7 +336,7 @@ def test_bfloat16_training_on_copy_still_extrapolates(tmp_path):
   c = default.get_config()
   c.update(task='copy', variant='onestep', train_size=3000, eval_size=200, max_epochs=2,
            test_splits='test_30', progress=False, dtype='bfloat16')
-  assert models.from_config(c, Vocab()).dtype == BF16     # the run is bfloat16
+  assert backbones.from_config(c, Vocab()).dtype == BF16     # the run is bfloat16
   results = train.train_and_evaluate(c, str(tmp_path))
   assert results['test']['test_30']['accuracy'] >= 95.0, results['test']
 
@@ -347,7 +348,8 @@ X64_SCRIPT = textwrap.dedent('''
     import sys
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update('jax_enable_x64', True)
-    from monoloc_jax import models, variants
+    from monoloc_jax import variants
+    from monoloc_jax.backbones import gru
     FAST = ({'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
              'xla_cpu_use_fusion_emitters': False} if jax.default_backend() == 'cpu' else {})
     vocab, lens = 9, np.array([5, 2, 4], np.int32)
@@ -360,12 +362,12 @@ X64_SCRIPT = textwrap.dedent('''
       kw = dict(vocab_size=vocab, variant=variants.get(name), embed_dim=6, hidden_dim=8,
                 value_dim=6, dropout_rate=0.0)
       try:
-        f32 = models.Seq2Seq(**kw)             # the default model, x64 on
+        f32 = gru.Seq2Seq(**kw)             # the default model, x64 on
         p32 = jax.jit(f32.init, compiler_options=FAST)(jax.random.PRNGKey(1), src, lens, tgt)
         assert {str(a.dtype) for a in jax.tree_util.tree_leaves(p32)} == {'float32'}
-        f64 = models.Seq2Seq(dtype=jnp.float64, param_dtype=jnp.float64, **kw)
+        f64 = gru.Seq2Seq(dtype=jnp.float64, param_dtype=jnp.float64, **kw)
 
-        bf16 = models.Seq2Seq(dtype=jnp.bfloat16, **kw)   # float32 parameters
+        bf16 = gru.Seq2Seq(dtype=jnp.bfloat16, **kw)   # float32 parameters
 
         def run(key):
           p64 = f64.init(key, src, lens, tgt)

@@ -14,8 +14,8 @@ import numpy as np
 import optax
 
 from monoloc_jax import attention
-from monoloc_jax import models
 from monoloc_jax import tasks
+from monoloc_jax.backbones import gru
 from monoloc_jax.input_pipeline import encode_split, train_batches
 from monoloc_jax.vocab import Vocabulary
 
@@ -64,7 +64,7 @@ def _train(variant, steps=25):
   examples = tasks.load_examples('copy', 'train')[:256]
   vocab = Vocabulary.from_examples(examples)
   split = encode_split(examples, vocab)
-  model = models.Seq2Seq(vocab_size=len(vocab), variant=variant, embed_dim=16,
+  model = gru.Seq2Seq(vocab_size=len(vocab), variant=variant, embed_dim=16,
                          hidden_dim=32, value_dim=32, dropout_rate=0.0)
   batch = next(train_batches(split, 64, [0], 0, 0, vocab.sos_id))
   src, src_len, tgt_in, tgt_out = (x[0] for x in (batch.src, batch.src_len, batch.tgt_in,
@@ -144,8 +144,8 @@ def test_new_task_and_new_variant_train_through_train_and_evaluate(tmp_path, mon
   monkeypatch.setenv('MONOLOC_CACHE_DIR', str(tmp_path / 'cache'))
   config = default.get_config()
   config.update(task='swap_pairs', variant='two_step', train_size=300, eval_size=32,
-                max_epochs=1, test_splits='test_15', progress=False, embed_dim=16,
-                hidden_dim=32, value_dim=32)
+                max_epochs=1, test_splits='test_15', progress=False, hidden_dim=32)
+  config.gru.update(embed_dim=16, value_dim=32)
   results = train.train_and_evaluate(config, str(tmp_path / 'run'), task=SWAP,
                                      variant=TWO_STEP_ATTN)
   assert results['task'] == 'swap_pairs' and results['variant'] == 'two_step'

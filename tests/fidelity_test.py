@@ -15,9 +15,10 @@ import pytest
 
 import compile_options
 from monoloc_jax import attention
+from monoloc_jax import backbones
 from monoloc_jax import errors
-from monoloc_jax import models
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 
 VOCAB = 11
 FAST = compile_options.fast()
@@ -72,8 +73,8 @@ def test_authors_code_form_has_no_query_key_and_attends_with_lambda(name, locati
   assert ref.direction_mixing and ref.location is variants.get(name).location
   assert "(authors' code)" in ref.display_name
   src, lengths, tgt = batch()
-  model = models.Seq2Seq(vocab_size=VOCAB, variant=ref)
-  other = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(location_only))
+  model = gru.Seq2Seq(vocab_size=VOCAB, variant=ref)
+  other = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get(location_only))
 
   def run(m):
     p = m.init(jax.random.PRNGKey(3), src, lengths, tgt)
@@ -105,7 +106,7 @@ def test_authors_code_form_has_no_query_key_and_attends_with_lambda(name, locati
 @pytest.mark.parametrize('name', ['content', 'relative', 'bi_rope', 'mix_onestep'])
 def test_query_key_width_is_qk_dim(name):
   src, lengths, tgt = batch()
-  model = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name), hidden_dim=16,
+  model = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name), hidden_dim=16,
                          embed_dim=8, value_dim=12, qk_dim=6)
   params = jax.eval_shape(model.init, jax.random.PRNGKey(0), src, lengths, tgt)['params']
   cross = params['cross_attention']
@@ -145,14 +146,14 @@ def test_content_scores_are_scaled_by_the_qk_width():
 def test_backward_states_init():
   rng = np.random.default_rng(0)
   f0, f1 = (jnp.asarray(rng.normal(size=(3, 8)), jnp.float32) for _ in range(2))
-  h0 = models.backward_states_init([f0, f1], 2)
+  h0 = gru.backward_states_init([f0, f1], 2)
   expected = np.concatenate([f0[:, 4:], f1[:, 4:]], axis=-1)
   assert len(h0) == 2
   for h in h0:
     np.testing.assert_array_equal(h, expected)
-  assert models.final_states_init([f0, f1], 2) == (f0, f1)
+  assert gru.final_states_init([f0, f1], 2) == (f0, f1)
   with pytest.raises(ValueError, match='needs 2 layers'):
-    models.backward_states_init([f0], 1)
+    gru.backward_states_init([f0], 1)
 
 
 def test_two_layer_model_with_backward_states_ignores_forward_final_states():
@@ -162,8 +163,8 @@ def test_two_layer_model_with_backward_states_ignores_forward_final_states():
   src, lengths, tgt = batch()
   kw = dict(vocab_size=VOCAB, variant=variants.get('mix_onestep'), num_layers=2,
             embed_dim=8, hidden_dim=16, value_dim=12, qk_dim=8)
-  ref = models.Seq2Seq(decoder_init='backward_states', **kw)
-  ours = models.Seq2Seq(decoder_init='final_states', **kw)
+  ref = gru.Seq2Seq(decoder_init='backward_states', **kw)
+  ours = gru.Seq2Seq(decoder_init='final_states', **kw)
   params = ref.init(jax.random.PRNGKey(0), src, lengths, tgt)
 
   def encoder_finals(module, src, lengths):
@@ -188,7 +189,7 @@ def test_two_layer_model_with_backward_states_ignores_forward_final_states():
 def test_cfq_config_uses_the_reference_structure():
   from monoloc_jax.configs import cfq  # pylint: disable=g-import-not-at-top
   c = cfq.get_config()
-  assert (c.num_layers, c.hidden_dim, c.qk_dim, c.decoder_init) == (2, 256, 128,
+  assert (c.gru.num_layers, c.hidden_dim, c.qk_dim, c.gru.decoder_init) == (2, 256, 128,
                                                                     'backward_states')
 
 
@@ -196,11 +197,11 @@ def test_unknown_decoder_init_is_a_one_line_error():
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
   from monoloc_jax.vocab import Vocabulary  # pylint: disable=g-import-not-at-top
   c = default.get_config()
-  c.decoder_init = 'forward'
+  c.gru.decoder_init = 'forward'
   vocab = Vocabulary.from_examples([(('1',), ('1',))])
   with pytest.raises(errors.MonolocError, match="unknown decoder_init 'forward'; valid "
                      'decoder_inits: backward_states, final_states'):
-    models.from_config(c, vocab)
+    backbones.from_config(c, vocab)
 
 
 # ---------------------------------------------------------------------------
@@ -242,7 +243,7 @@ def test_gaussian_tail_is_padding_independent_and_matches_the_direct_form(sigmas
 def _gate_gradient(mono_gate_init):
   src, lengths, tgt = batch()
   variant = variants.from_config(config(variant='mono', mono_gate_init=mono_gate_init))
-  model = models.Seq2Seq(vocab_size=VOCAB, variant=variant)
+  model = gru.Seq2Seq(vocab_size=VOCAB, variant=variant)
   params = model.init(jax.random.PRNGKey(0), src, lengths, tgt)
 
   def loss(p):

@@ -32,12 +32,13 @@ def test_import_is_cheap_and_every_export_resolves():
                        timeout=120, check=True).stdout.strip()
   assert out == '[]'
   import monoloc_jax  # pylint: disable=g-import-not-at-top
-  from monoloc_jax import attention, inference, models, train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import attention, inference, train  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.backbones import gru  # pylint: disable=g-import-not-at-top
   for name in monoloc_jax.__all__:
     assert getattr(monoloc_jax, name) is not None, name
   assert monoloc_jax.Variant is attention.Variant
   assert monoloc_jax.attention_step is attention.attention_step
-  assert monoloc_jax.Seq2Seq is models.Seq2Seq
+  assert monoloc_jax.Seq2Seq is gru.Seq2Seq
   assert monoloc_jax.train_and_evaluate is train.train_and_evaluate
   assert monoloc_jax.restore_seed is inference.restore_seed
   assert set(monoloc_jax.__all__) <= set(dir(monoloc_jax))
@@ -62,10 +63,20 @@ def test_param_count_reads_the_cfq_size_from_configs_cfq(monkeypatch):
   assert param_count.parameter_counts(14, 'cfq')['onestep'] > before
   monkeypatch.setattr(cfq, 'get_config', real)
   config = cfq.get_config()
-  size = param_count.model_size('cfq')
-  for field in ('embed_dim', 'hidden_dim', 'value_dim', 'num_layers', 'qk_dim',
-                'decoder_init'):
-    assert size[field] == config[field], field
+  assert param_count.model_config('cfq').to_dict() == config.to_dict()
+
+
+def test_param_count_counts_the_transformer():
+  """monoloc-params --backbone=transformer: any backbone, through backbones.from_config."""
+  from monoloc_jax import param_count  # pylint: disable=g-import-not-at-top
+  gru_counts = param_count.parameter_counts(14, 'small')
+  counts = param_count.parameter_counts(14, 'small', backbone='transformer')
+  assert set(counts) == set(gru_counts)
+  assert counts['onestep'] == 893464 != gru_counts['onestep']    # 2 + 2 layers, MLP 512
+  proc = subprocess.run([sys.executable, '-m', 'monoloc_jax.param_count',
+                         '--backbone=transformer'], capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert '893,464' in proc.stdout
 
 
 def test_best_dev_seed_survives_a_damaged_history_line(tmp_path):

@@ -24,7 +24,8 @@ ROW = re.compile(r'^\s*0 (\S+)\s+(\d+\.\d)\s+(\d\.\d\d)  step: (.*)   \|mu-ideal
 def _run(tmp_path, **overrides):
   c = default.get_config()
   c.update(task='copy', variant='onestep', train_size=200, eval_size=16, max_epochs=1,
-           test_splits='test_15', progress=False, **overrides)
+           test_splits='test_15', progress=False)
+  c.update(overrides)
   train.train_and_evaluate(c, str(tmp_path))
   out = subprocess.run([sys.executable, str(SCRIPT), f'--workdir={tmp_path}', '--size=16'],
                        capture_output=True, text=True, timeout=600, check=True).stdout
@@ -42,8 +43,8 @@ def test_gru_run_has_one_row_per_split(tmp_path):
 
 
 def test_transformer_run_has_one_row_per_layer_and_head(tmp_path):
-  rows = _run(tmp_path, backbone='transformer', transformer_layers=2, transformer_heads=2,
-              transformer_mlp_dim=32, warmup_steps=1)
+  rows = _run(tmp_path, backbone='transformer', transformer=dict(layers=2, heads=2, mlp_dim=32),
+              warmup_steps=1)
   assert [r[0] for r in rows] == [f'{split}/L{l}H{h}' for split in ('dev', 'test_15')
                                   for l in range(2) for h in range(2)]
 

@@ -17,8 +17,9 @@ import pytest
 import ml_collections
 
 from monoloc_jax import attention
-from monoloc_jax import models
+from monoloc_jax import backbones
 from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 
 # Cheap XLA compilation: these tests are compile-bound on CPU, not run-bound.
 FAST = {'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True}
@@ -73,7 +74,7 @@ def masked_xent(logits, targets):
 @functools.lru_cache(maxsize=None)
 def run_variant(name):
   """All the passes the tests need for variant `name`, from one compiled function."""
-  model = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name))
+  model = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get(name))
   src, tgt_in, tgt_out, src_pad, tgt_pad = make_batch()
   lens = SRC_LENGTHS
 
@@ -192,7 +193,7 @@ def test_greedy_cases_cover_early_eos_and_no_eos():
 
 def test_greedy_stops_at_eos():
   """With <eos> made the argmax, greedy emits it once, then only <pad>."""
-  model = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get('content'))
+  model = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get('content'))
   src = make_batch()[0]
   params = run_variant('content')['params']
   params = jax.tree_util.tree_map(lambda x: x, params)     # a mutable copy
@@ -308,7 +309,7 @@ def test_unknown_variant_errors():
 # 5. The CFQ size.
 # ---------------------------------------------------------------------------
 def test_cfq_size_runs_and_is_larger():
-  cfq = models.Seq2Seq(vocab_size=VOCAB, variant=variants.get('mix_mono_pr'), num_layers=2,
+  cfq = gru.Seq2Seq(vocab_size=VOCAB, variant=variants.get('mix_mono_pr'), num_layers=2,
                        embed_dim=128, hidden_dim=256, value_dim=512, dropout_rate=0.4)
   src, tgt_in, _, src_pad, _ = make_batch()
 
@@ -334,7 +335,7 @@ def test_cfq_size_runs_and_is_larger():
   assert p['cross_attention']['inter_value']['kernel'].shape == (256, 512)
 
   default_params = run_variant('mix_mono_pr')['params']
-  assert models.count_params(params) > models.count_params(default_params)
+  assert backbones.count_params(params) > backbones.count_params(default_params)
   assert default_params['params']['embedding'].shape == (VOCAB, 64)
 
 
@@ -344,12 +345,12 @@ def test_encoder_input_rows():
   and the ids equals the encoder given the gathered inputs (layer 0 projects the
   table once and gathers; both layers of a 2-layer encoder are checked)."""
   src = jnp.array([[5, 6, 7], [8, 9, 4]], jnp.int32)
-  ids = models.input_row_ids(src, jnp.array([3, 1]), vocab_size=10)
+  ids = gru.input_row_ids(src, jnp.array([3, 1]), vocab_size=10)
   np.testing.assert_array_equal(ids, [[10, 5, 6, 7, 11], [10, 8, 11, 12, 12]])
   rng = np.random.default_rng(0)
   table = jnp.asarray(rng.standard_normal((13, 6)), jnp.float32)
   lengths = jnp.array([5, 3])
-  encoder = models.Encoder(hidden=8, num_layers=2)
+  encoder = gru.Encoder(hidden=8, num_layers=2)
   params = encoder.init(jax.random.PRNGKey(0), table[ids], lengths)
   gathered = encoder.apply(params, table[ids], lengths)
   via_ids = encoder.apply(params, table, lengths, ids)

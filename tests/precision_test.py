@@ -4,12 +4,14 @@ import jax
 from jax.extend import core as jax_core
 import pytest
 
+from monoloc_jax import backbones
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import models
 from monoloc_jax import precision
+from monoloc_jax import rundir
 from monoloc_jax import train
+from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
 
 
@@ -35,9 +37,10 @@ def _dot_precisions(jaxpr) -> list:
 def _programs(backward: str, matmul_precision: str):
   config = default.get_config()
   config.update(task='copy', variant='onestep', train_size=32, eval_size=8,
-                hidden_dim=8, embed_dim=4, value_dim=8, decoder_backward=backward)
+                hidden_dim=8)
+  config.gru.update(embed_dim=4, value_dim=8, decoder_backward=backward)
   data = ip.load_data(config)
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config), 'auto',
                                        matmul_precision)
   batch = next(ip.train_batches(data.train, 8, [0], 0, 0, data.vocab.sos_id))
@@ -45,7 +48,7 @@ def _programs(backward: str, matmul_precision: str):
   return model, programs, state, batch
 
 
-@pytest.mark.parametrize('backward', sorted(models.DECODER_BACKWARDS))
+@pytest.mark.parametrize('backward', sorted(gru.DECODER_BACKWARDS))
 @pytest.mark.parametrize('name, expected', [('highest', jax.lax.Precision.HIGHEST),
                                             ('default', jax.lax.Precision.DEFAULT)])
 def test_every_product_of_the_train_step_runs_at_the_configured_precision(
@@ -71,8 +74,9 @@ def test_decoding_runs_at_the_configured_precision():
 def test_config_precision_names_and_errors():
   config = default.get_config()
   assert config.matmul_precision == precision.DEFAULT == 'highest'
-  del config['matmul_precision']            # a run written before the field existed
-  assert precision.of(config) == 'highest'
+  stored = config.to_dict()
+  del stored['matmul_precision']            # a run written before the field existed
+  assert precision.of(rundir.with_defaults(stored)) == 'highest'
   config = default.get_config()
   config.matmul_precision = 'tf32'
   with pytest.raises(errors.MonolocError, match='unknown matmul_precision .* default, high, highest'):

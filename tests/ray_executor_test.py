@@ -14,8 +14,8 @@ from monoloc_jax import errors
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY = ['--grid=table2', '--seeds=0', '--max_units=2',           # copy/content, copy/relative
         '--config.max_epochs=2', '--config.train_size=200', '--config.eval_size=32',
-        '--config.eval_batch_size=32', '--config.test_splits=test_15', '--config.embed_dim=16',
-        '--config.hidden_dim=32', '--config.value_dim=32', '--config.bucket_batches=False',
+        '--config.eval_batch_size=32', '--config.test_splits=test_15', '--config.gru.embed_dim=16',
+        '--config.hidden_dim=32', '--config.gru.value_dim=32', '--config.bucket_batches=False',
         '--config.dev_metric=teacher_forced', '--config.perfect_dev_patience=0']
 
 

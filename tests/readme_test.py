@@ -48,12 +48,12 @@ README = REPO / 'README.md'
 # which also exercises the partial-evaluation path), monoloc-benchmark's sizes. The CFQ
 # release cannot be downloaded here: /data/cfq is replaced by a fixture of its format.
 SMALL_RUN = ('--config.train_size=64', '--config.eval_size=16', '--config.max_epochs=1',
-             '--config.embed_dim=8', '--config.hidden_dim=16', '--config.value_dim=16',
+             '--config.gru.embed_dim=8', '--config.hidden_dim=16', '--config.gru.value_dim=16',
              '--config.qk_dim=8', '--config.eval_batch_size=16',
              '--config.bucket_batches=False')         # one training shape to compile
 SMALL_BENCHMARK = ('--train_size=64', '--decode_size=16', '--vmapped_seeds=2',
-                   '--eval_batch_size=16', '--batch_size=16', '--config.embed_dim=8',
-                   '--config.hidden_dim=16', '--config.value_dim=16', '--config.qk_dim=8')
+                   '--eval_batch_size=16', '--batch_size=16', '--config.gru.embed_dim=8',
+                   '--config.hidden_dim=16', '--config.gru.value_dim=16', '--config.qk_dim=8')
 SCAN_LINES = ('walk\tI_WALK', 'jump\tI_JUMP', 'look\tI_LOOK', 'run\tI_RUN',
               'walk twice\tI_WALK I_WALK', 'jump left\tI_TURN_LEFT I_JUMP',
               'look thrice\tI_LOOK I_LOOK I_LOOK', 'run and walk\tI_RUN I_WALK')

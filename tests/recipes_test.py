@@ -7,13 +7,14 @@ import ml_collections
 import numpy as np
 import pytest
 
-from monoloc_jax import configs
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import launcher
 from monoloc_jax import recipes
 from monoloc_jax import rundir
 from monoloc_jax import train
+from monoloc_jax import validation
 from monoloc_jax.configs import authors_code
 from monoloc_jax.configs import default
 
@@ -131,7 +132,7 @@ def test_recipe_fields_are_config_fields_and_the_named_config_applies_them():
   c = authors_code.get_config()
   for field, value in recipes.AUTHORS_CODE.items():
     assert c[field] == value
-  configs.validate(c)
+  validation.validate(c)
   assert launcher.resolve('authors_code').endswith('authors_code.py')
   # Applying a recipe does not change the config it is given.
   assert base.bucket_batches and recipes.apply(base, 'authors_code').bucket_batches is False
@@ -143,15 +144,15 @@ def test_bad_recipe_field_values_get_one_line_errors():
   c = authors_code.get_config()
   c.source_eos_tasks = 'dedupe,dedup'
   with pytest.raises(errors.MonolocError, match="unknown task 'dedup' in config.source_eos"):
-    configs.validate(c)
+    validation.validate(c)
   c = authors_code.get_config()
   c.init_scheme = 'torch'
   with pytest.raises(errors.MonolocError, match='valid init_schemes: authors_code, library'):
-    configs.validate(c)
+    validation.validate(c)
   c = authors_code.get_config()
   c.plateau_threshold = -1.0
   with pytest.raises(errors.MonolocError, match='plateau_threshold'):
-    configs.validate(c)
+    validation.validate(c)
 
 
 def test_dedupe_sources_end_in_eos_under_the_authors_recipe():
@@ -226,7 +227,7 @@ def test_both_recipes_set_the_same_fields_and_the_default_config_takes_the_libra
   assert set(recipes.FIELD_HELP) == set(recipes.LIBRARY)
   missing = [f for f, _, comment in launcher.field_help() if not comment]
   assert set(missing) <= {'dtype', 'matmul_precision'}, missing   # block comments above them
-  assert {f for f, _, _ in launcher.field_help()} == set(base)
+  assert {f for f, _, _ in launcher.field_help()} == set(config_paths.flatten(base.to_dict()))
 
 
 def test_subset_and_named_views_of_the_recipes():
@@ -242,9 +243,9 @@ def test_subset_and_named_views_of_the_recipes():
   assert dict(recipes.PAPER_EPOCHS) == {'max_epochs': 100, 'early_stop_patience': 50,
                                         'perfect_dev_patience': 0}
   assert recipes.AUTHORS_CODE['early_stop_patience'] == 51
-  c = default.get_config()
-  c.update(recipes.TRANSFORMER_GRID)
-  configs.validate(c)
+  c = config_paths.overridden(default.get_config(), recipes.TRANSFORMER_GRID)
+  assert (c.transformer.layers, c.transformer.mlp_dim, c.dropout) == (1, 128, 0.1)
+  validation.validate(c)
 
 
 def test_rules_stop_and_improve_as_documented():

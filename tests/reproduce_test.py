@@ -314,7 +314,7 @@ def test_grids_hold_the_papers_runs():
       'dev_metric': 'teacher_forced', 'bucket_batches': False}
   unit = grid.Unit('table3', 'scan_length', 'mix_mono.reference_code', 1)
   assert unit.variant == 'mix_mono' and unit.overrides == {'mix_mode': 'authors_code'}
-  assert grid.Unit('table3', 'cfq_length', 'content', 0).overrides['num_layers'] == 2
+  assert grid.Unit('table3', 'cfq_length', 'content', 0).overrides['gru.num_layers'] == 2
   ordered = grid.units(['table6', 'table2'], [1, 0])
   assert [u.seed for u in ordered[:60]] == [1] * 60
   assert ordered[0].grid == 'table6' and ordered[12].grid == 'table2'
@@ -330,11 +330,12 @@ def test_transformer_grid_is_beyond_the_paper_and_not_expected():
   assert unit.variant == 'onestep'
   assert unit.overrides['backbone'] == 'transformer' and unit.overrides['warmup_steps'] > 0
   # Every override is a field of the config, with a valid value.
-  from monoloc_jax import configs  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import validation  # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
-  config = default.get_config()
-  config.update(unit.overrides)
-  configs.validate(config)
+  from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top
+  config = config_paths.overridden(default.get_config(), unit.overrides)
+  validation.validate(config)
+  assert (config.transformer.layers, config.transformer.mlp_dim) == (1, 128)   # the grid's size
   # A complete reproduction of the paper does not wait for it.
   assert not [u for u in grid.expected_units() if u.grid == 'transformer']
   assert 'transformer' in grid.GRID_NAMES and 'transformer' not in grid.PAPER_GRID_NAMES

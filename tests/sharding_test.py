@@ -23,15 +23,16 @@ _CHILD = r'''
 import json, pathlib, sys, time
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from monoloc_jax import input_pipeline as ip, models, sharding, train
+from monoloc_jax import backbones, input_pipeline as ip, sharding, train
 from monoloc_jax.configs import default
 from monoloc_jax.vocab import Vocabulary
 
 def config(seeds):
   c = default.get_config()
   c.update(task='copy', variant='content', train_size=200, eval_size=64, eval_batch_size=64,
-           max_epochs=1, seeds=seeds, test_splits='test_15', progress=False, embed_dim=16,
-           hidden_dim=32, value_dim=32, bucket_batches=False, dev_metric='teacher_forced')
+           max_epochs=1, seeds=seeds, test_splits='test_15', progress=False,
+           hidden_dim=32, bucket_batches=False, dev_metric='teacher_forced')
+  c.gru.update(embed_dim=16, value_dim=32)
   return c
 
 root = pathlib.Path(sys.argv[1])
@@ -53,7 +54,7 @@ t0 = time.time()
 for seeds in (8, 2):
   c = config(seeds)
   data = ip.load_data(c)
-  model = models.from_config(c, data.vocab)
+  model = backbones.from_config(c, data.vocab)
   programs = train.make_train_programs(model, train.make_optimizer(c))
   placement = sharding.plan(seeds, c.batch_size)
   batch = next(ip.train_batches(data.train, c.batch_size, list(range(seeds)), 0, c.data_seed,

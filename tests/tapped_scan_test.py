@@ -109,7 +109,8 @@ def test_reading_an_invariant_without_the_tap_fails_loudly():
 X64_SCRIPT = textwrap.dedent('''
     import functools, sys
     import jax, jax.numpy as jnp, numpy as np
-    from monoloc_jax import attention, models, tapped_scan, variants
+    from monoloc_jax import attention, tapped_scan, variants
+    from monoloc_jax.backbones import gru
     FAST = ({'xla_backend_optimization_level': 0, 'xla_llvm_disable_expensive_passes': True,
              'xla_cpu_use_fusion_emitters': False} if jax.default_backend() == 'cpu' else {})
     rng = np.random.default_rng(0)
@@ -120,7 +121,7 @@ X64_SCRIPT = textwrap.dedent('''
     tokens = jnp.asarray(rng.integers(0, vocab, (steps, batch)), jnp.int32)
     worst, models_and_params = {}, {}
     for i, name in enumerate(sys.argv[1].split(',')):  # float32 initialisation, then x64 on
-      model = models.Seq2Seq(vocab_size=vocab, variant=variants.get(name), embed_dim=6,
+      model = gru.Seq2Seq(vocab_size=vocab, variant=variants.get(name), embed_dim=6,
                              hidden_dim=8, value_dim=6, dropout_rate=0.0)
       models_and_params[name] = model, model.init(jax.random.PRNGKey(i), src, lens,
                                                   tokens.T)['params']
@@ -128,9 +129,9 @@ X64_SCRIPT = textwrap.dedent('''
     for name, (model, params) in models_and_params.items():
       params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
       memory, att, h0, _ = model.apply({'params': params}, src, lens, False,
-                                       method=models.Seq2Seq.encode)
+                                       method=gru.Seq2Seq.encode)
       step, inv, consts, _, _ = model.apply({'params': params}, memory, att,
-                                            method=models.Seq2Seq._decoder_step_fn)
+                                            method=gru.Seq2Seq._decoder_step_fn)
       consts = consts._replace(positions=consts.positions.astype(jnp.float64))
       weights = [jnp.asarray(rng.normal(size=s), jnp.float64) for s in
                  [(steps, batch, 8), (steps, batch, n + 2)]]

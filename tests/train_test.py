@@ -12,6 +12,7 @@ import optax
 import pytest
 
 from monoloc_jax import checkpointing
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import recipes
@@ -28,8 +29,7 @@ def small_config(**overrides):
   c.max_epochs = 2
   c.test_splits = 'test_15'
   c.progress = False
-  c.update(overrides)
-  return c
+  return config_paths.overridden(c, overrides)      # fields by path ('gru.value_dim')
 
 
 def history(workdir):
@@ -163,9 +163,9 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
     ('improvement_tolerance', -1.0, 'bad value for config.improvement_tolerance: -1.0'),
     ('min_sigma', -1.0, 'bad value for config.min_sigma: -1.0; it must be a positive number'),
     ('weight_decay', -1.0, 'bad value for config.weight_decay: -1.0'),
-    ('value_dim', 0, 'bad value for config.value_dim: 0'),
+    ('gru.value_dim', 0, 'bad value for config.gru.value_dim: 0'),
     ('mix_mode', 'both', "unknown mix_mode 'both'; valid mix_modes: authors_code, paper"),
-    ('decoder_init', 'backward_states', "needs num_layers=2"),
+    ('gru.decoder_init', 'backward_states', "needs gru.num_layers=2"),
 ])
 def test_bad_config_values(tmp_path, field, value, message):
   with pytest.raises(errors.MonolocError, match=message):
@@ -199,7 +199,7 @@ def _cli(*args):
     (['--config.foo=1'], "error: unknown config field 'foo'; valid fields: backbone, batch_size"),
     (['--config=/nonexistent/config.py'], "cannot load the --config file '/nonexistent/config.py'"),
     (['--config.lr_patience=-1'], 'bad value for config.lr_patience: -1'),
-    (['--config.embed_dim=0'], 'bad value for config.embed_dim: 0'),
+    (['--config.gru.embed_dim=0'], 'bad value for config.gru.embed_dim: 0'),
     ([], '--workdir is required'),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):
@@ -251,10 +251,10 @@ def test_perfect_dev_patience_stops_a_seed_after_n_perfect_epochs():
 
 def _tiny_programs(lr=1e-3, seed_strategy='auto', seeds=(0, 1)):
   from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
-  from monoloc_jax import models  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones  # pylint: disable=g-import-not-at-top
   config = small_config(train_size=64, learning_rate=lr)
   data = ip.load_data(config)
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config), seed_strategy)
   batches = list(ip.train_batches(data.train, 32, list(seeds), 0, 0, data.vocab.sos_id))
   return programs, batches

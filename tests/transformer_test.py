@@ -24,8 +24,8 @@ import pytest
 from jax.extend import core as jax_core
 
 import compile_options
-from monoloc_jax import transformer
 from monoloc_jax import variants
+from monoloc_jax.backbones import transformer
 
 # Cheap XLA compilation on CPU, where these tests are compile-bound, not run-bound.
 FAST = compile_options.fast()

@@ -7,9 +7,9 @@ import numpy as np
 import optax
 import pytest
 
-from monoloc_jax import configs
 from monoloc_jax import errors
 from monoloc_jax import train
+from monoloc_jax import validation
 from monoloc_jax.configs import default
 
 
@@ -96,4 +96,4 @@ def test_negative_warmup_is_a_one_line_error(value):
   with pytest.raises(errors.MonolocError,
                      match=rf'^bad value for config.warmup_steps: {value}; it must be an '
                            r'integer >= 0 \(0 = no warmup\)$'):
-    configs.validate(_config(warmup_steps=value))
+    validation.validate(_config(warmup_steps=value))

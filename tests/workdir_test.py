@@ -584,3 +584,41 @@ def test_only_the_library_error_escapes_a_reader(reader):
         assert '\n' not in str(e)
 
   check()
+
+
+def test_a_config_json_with_the_old_flat_backbone_fields_loads_into_the_groups_and_resumes(
+    tmp_path):
+  """A workdir written before the backbones' fields were grouped (config.json with
+  'embed_dim', 'transformer_layers', ... at the top level) loads into config.gru /
+  config.transformer (`config_paths.LEGACY_FIELDS`) and resumes."""
+  from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top
+  config = tiny_config(max_epochs=1, hidden_dim=16)
+  config.gru.update(embed_dim=8, value_dim=12)
+  config.transformer.update(layers=1, mlp_dim=64)
+  train.train_and_evaluate(config, str(tmp_path))
+  stored = json.loads((tmp_path / rundir.CONFIG).read_text())
+  assert stored['gru']['embed_dim'] == 8
+  old = {k: v for k, v in stored.items() if k not in ('gru', 'transformer')}
+  for flat, path in config_paths.LEGACY_FIELDS.items():
+    group, field = path.split('.')
+    old[flat] = stored[group][field]
+  (tmp_path / rundir.CONFIG).write_text(json.dumps(old))      # as an earlier version wrote it
+  loaded = rundir.load_config(tmp_path)
+  assert (loaded.gru.embed_dim, loaded.gru.value_dim) == (8, 12)
+  assert (loaded.transformer.layers, loaded.transformer.mlp_dim) == (1, 64)
+  assert 'embed_dim' not in loaded and 'transformer_layers' not in loaded
+  assert rundir.config_changes(loaded, config) == []
+  config.max_epochs = 2
+  assert train.train_and_evaluate(config, str(tmp_path))['epochs'] == 2   # resumed
+  # A changed group field is still the run's identity.
+  config.gru.value_dim = 16
+  with pytest.raises(errors.MonolocError, match=r'gru\.value_dim: 12 \(stored\) != 16'):
+    rundir.check_config(tmp_path, config)
+
+
+def test_a_config_json_with_an_unknown_group_field_is_one_line(tmp_path):
+  stored = default.get_config().to_dict()
+  stored['gru']['width'] = 3
+  (tmp_path / rundir.CONFIG).write_text(json.dumps(stored))
+  with pytest.raises(errors.MonolocError, match=r"unknown field\(s\) 'gru\.width'"):
+    rundir.load_config(tmp_path)

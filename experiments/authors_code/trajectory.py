@@ -147,10 +147,10 @@ def run_authors(args):
 
 # ------------------------------------------------------------------------ ours
 def sizes_of(theirs) -> dict:
-  """Our size fields of their model, read off their arrays' shapes."""
-  sizes = dict(embed_dim=theirs['embed_layer.weight'].shape[1],
-               hidden_dim=theirs['decodercell.weight_hh'].shape[1],
-               value_dim=theirs['value_transform.weight'].shape[0])
+  """Our size fields of their model, by path, read off their arrays' shapes."""
+  sizes = {'gru.embed_dim': theirs['embed_layer.weight'].shape[1],
+           'hidden_dim': theirs['decodercell.weight_hh'].shape[1],
+           'gru.value_dim': theirs['value_transform.weight'].shape[0]}
   if 'attention_layer.query_linear.weight' in theirs:
     sizes['qk_dim'] = theirs['attention_layer.query_linear.weight'].shape[0]
   return {k: int(v) for k, v in sizes.items()}
@@ -163,7 +163,8 @@ def run_ours(args):
   import jax.numpy as jnp
   from monoloc_jax import inference
   from monoloc_jax import input_pipeline as ip
-  from monoloc_jax import models
+  from monoloc_jax import backbones
+  from monoloc_jax import config_paths
   from monoloc_jax import train as train_lib
   from monoloc_jax.configs import authors_code
   from monoloc_jax.vocab import Vocabulary
@@ -177,8 +178,9 @@ def run_ours(args):
   params = weights.to_ours(theirs, perm, skip=[str(n) for n in d['unused']])
 
   c = authors_code.get_config()
-  c.update(variant=args.variant, dropout=float(d['dropout']), **sizes_of(theirs))
-  model = models.from_config(c, vocab)
+  c.update(variant=args.variant, dropout=float(d['dropout']))
+  config_paths.overridden(c, sizes_of(theirs))
+  model = backbones.from_config(c, vocab)
   ids = lambda tokens: [vocab.id_of(t) for t in tokens]
 
   def encode(rows_src, rows_trg, width_src, width_trg, rows):

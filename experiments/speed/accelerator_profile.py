@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/experiments/', 1)[0])
-from monoloc_jax import models  # pylint: disable=wrong-import-position
 from monoloc_jax import variants  # pylint: disable=wrong-import-position
+from monoloc_jax.backbones import gru  # pylint: disable=wrong-import-position
 
 B, S, T, V = 32, 16, 32, 14
 CALLS = 5
@@ -53,7 +53,7 @@ def profile(variant: str, backward: str, out_dir: str) -> dict:
   src_len = np.full((B,), S, np.int32)
   tgt = rng.integers(3, V, (B, T)).astype(np.int32)
   tgt_in = np.concatenate([np.ones((B, 1), np.int32), tgt[:, :-1]], -1)
-  model = models.Seq2Seq(vocab_size=V, variant=variants.get(variant), decoder_backward=backward)
+  model = gru.Seq2Seq(vocab_size=V, variant=variants.get(variant), decoder_backward=backward)
   params = model.init(jax.random.PRNGKey(0), src, src_len, tgt_in)
 
   def loss(p):
@@ -114,7 +114,7 @@ def main(argv):
   names = argv[2:] or ['onestep']
   print(jax.devices())
   for name in names:
-    for backward in os.environ.get('BACKWARDS', ','.join(models.DECODER_BACKWARDS)).split(','):
+    for backward in os.environ.get('BACKWARDS', ','.join(gru.DECODER_BACKWARDS)).split(','):
       r = profile(name, backward, out_dir)
       print(json.dumps(r), flush=True)
 

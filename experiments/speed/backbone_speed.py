@@ -35,11 +35,12 @@ sys.path.insert(0, str(EXPERIMENTS))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import grid as grids_lib  # experiments/grid.py
 
-from monoloc_jax import configs
+from monoloc_jax import backbones
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
-from monoloc_jax import models
 from monoloc_jax import train
+from monoloc_jax import validation
 from monoloc_jax.configs import default
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -60,17 +61,16 @@ class Size:
 
 def parameter_count(config: ml_collections.ConfigDict, vocab) -> int:
   """Parameters of the model `config` describes, from shapes only (nothing runs)."""
-  model = models.from_config(config, vocab)
+  model = backbones.from_config(config, vocab)
   src = jnp.ones((1, 3), jnp.int32)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), src, jnp.array([3], jnp.int32), src)
-  return models.count_params(shapes['params'])
+  return backbones.count_params(shapes['params'])
 
 
 def with_size(config: ml_collections.ConfigDict, size: Size) -> ml_collections.ConfigDict:
   """A copy of `config` with the Transformer size `size`."""
   out = ml_collections.ConfigDict(config.to_dict())
-  out.update(transformer_layers=size.layers, transformer_heads=size.heads,
-             transformer_mlp_dim=size.mlp_dim)
+  out.transformer.update(layers=size.layers, heads=size.heads, mlp_dim=size.mlp_dim)
   return out
 
 
@@ -118,7 +118,7 @@ class Setup:
 def make_setup(name: str, config: ml_collections.ConfigDict, data, batches: List[ip.Batch],
                samples: int) -> Setup:
   """Builds `config`'s model and train step (one seed) and compiles every batch shape."""
-  model = models.from_config(config, data.vocab)
+  model = backbones.from_config(config, data.vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config))
   state = train.create_train_state(programs, [0], batches[0])
   seen = set()
@@ -155,21 +155,21 @@ def main(argv) -> None:
   base = default.get_config()
   base.update(task=f.task, variant=f.variant, batch_size=f.batch_size,
               train_size=f.train_size, eval_size=16, progress=False)
-  configs.validate(base)
+  validation.validate(base)
   data = ip.load_data(base)
   gru = ml_collections.ConfigDict(base.to_dict())
   gru.backbone = 'gru'
   transformer = ml_collections.ConfigDict(base.to_dict())
-  transformer.update(grids_lib.OPTION_TAGS['transformer'])
+  config_paths.overridden(transformer, grids_lib.OPTION_TAGS['transformer'])
   gru_count = parameter_count(gru, data.vocab)
   size, count = match_transformer_size(transformer, data.vocab, gru_count, f.tolerance)
   transformer = with_size(transformer, size)
-  configs.validate(transformer)
-  print(f'GRU: {gru_count:,} parameters (embed {gru.embed_dim}, hidden {gru.hidden_dim}, '
-        f'{gru.num_layers} layer(s))')
+  validation.validate(transformer)
+  print(f'GRU: {gru_count:,} parameters (embed {gru.gru.embed_dim}, hidden {gru.hidden_dim}, '
+        f'{gru.gru.num_layers} layer(s))')
   print(f'Transformer: {count:,} parameters ({count / gru_count - 1:+.1%}; width '
         f'{transformer.hidden_dim}, {size.layers} + {size.layers} layers, {size.heads} heads, '
-        f'MLP {size.mlp_dim}, positions {transformer.transformer_positions})', flush=True)
+        f'MLP {size.mlp_dim}, positions {transformer.transformer.positions})', flush=True)
 
   batches = list(ip.train_batches(data.train, f.batch_size, [0], 0, base.data_seed,
                                   data.vocab.sos_id, base.bucket_batches))[:f.steps]

@@ -5,7 +5,8 @@
   PYTHONPATH=.        python experiments/speed/same_numbers.py new.pkl onestep,mix_mono_pr,bi_relative
 """
 import sys, pickle, numpy as np, jax, jax.numpy as jnp
-from monoloc_jax import models, variants
+from monoloc_jax import variants
+from monoloc_jax.backbones import gru
 V = 11
 rng = np.random.default_rng(0)
 src = rng.integers(3, V, (4, 7)).astype(np.int32); sl = np.array([7, 3, 5, 1], np.int32)
@@ -13,7 +14,7 @@ src[np.arange(7)[None] >= sl[:, None]] = 0
 tin = rng.integers(3, V, (4, 6)).astype(np.int32)
 out = {}
 for name in sys.argv[2].split(','):
-  m = models.Seq2Seq(vocab_size=V, variant=variants.get(name))
+  m = gru.Seq2Seq(vocab_size=V, variant=variants.get(name))
   p = m.init(jax.random.PRNGKey(0), src, sl, tin)
   def loss(p):
     o = m.apply(p, src, sl, tin, train=True, rngs={'dropout': jax.random.PRNGKey(1)})

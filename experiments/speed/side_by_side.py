@@ -608,10 +608,10 @@ def our_worker(spec_path: str) -> None:
   sys.path.insert(0, str(REPO))
   import jax   # pylint: disable=g-import-not-at-top
   import numpy as np   # pylint: disable=g-import-not-at-top
-  from monoloc_jax import configs   # pylint: disable=g-import-not-at-top
+  from monoloc_jax import validation   # pylint: disable=g-import-not-at-top
   from monoloc_jax import inference   # pylint: disable=g-import-not-at-top
   from monoloc_jax import input_pipeline as ip   # pylint: disable=g-import-not-at-top
-  from monoloc_jax import models   # pylint: disable=g-import-not-at-top
+  from monoloc_jax import backbones   # pylint: disable=g-import-not-at-top
   from monoloc_jax import multiseed   # pylint: disable=g-import-not-at-top
   from monoloc_jax import train   # pylint: disable=g-import-not-at-top
   from monoloc_jax.configs import default   # pylint: disable=g-import-not-at-top
@@ -623,12 +623,12 @@ def our_worker(spec_path: str) -> None:
   config.test_splits, config.data_dir = spec['decode_split'], spec['data_dir']
   config.data_seed = spec['data_seed']
   config.source_eos_tasks = spec['task'] if spec['source_eos'] else ''
-  config.decoder_backward, config.seed_strategy = 'autodiff', 'auto'   # the benchmark's
-  configs.validate(config)
+  config.gru.decoder_backward, config.seed_strategy = 'autodiff', 'auto'   # the benchmark's
+  validation.validate(config)
   data = ip.load_data(config)
   split = data.tests[spec['decode_split']]
   vocab = data.vocab
-  model = models.from_config(config, vocab)
+  model = backbones.from_config(config, vocab)
   programs = train.make_train_programs(model, train.make_optimizer(config), 'auto')
   eval_programs = inference.make_eval_programs(model, 'auto')
   batch_size, eval_batch = spec['batch_size'], spec['eval_batch_size']
@@ -720,7 +720,7 @@ def our_worker(spec_path: str) -> None:
   info = {'jax': jax.__version__, 'backend': jax.default_backend(),
           'device': str(jax.devices()[0]), 'schedulable_cpus': len(os.sched_getaffinity(0)),
           'xla_flags': os.environ.get('XLA_FLAGS', ''), 'vocab': len(vocab),
-          'params': int(models.count_params(dec_params)),
+          'params': int(backbones.count_params(dec_params)),
           'seed_strategy': multiseed.resolve('auto'), 'decoder_backward': 'autodiff',
           'train_samples': len(data.train), 'decode_samples': n_dec,
           'train_batches': len(batches),

@@ -5,17 +5,18 @@ This file is the one place the CFQ size is written: `monoloc-params --size=cfq`
 units (experiments/grid.py) apply `SIZE`.
 """
 
+from monoloc_jax import config_paths
 from monoloc_jax.configs import default
 
 # The CFQ size. As the authors' CFQ configs: query/key width 128, and both decoder
 # layers start from the encoder layers' backward final states.
-SIZE = dict(num_layers=2, embed_dim=128, hidden_dim=256, value_dim=512, dropout=0.4,
-            batch_size=128, qk_dim=128, decoder_init='backward_states')
+# Fields by path ('gru.num_layers': config.gru.num_layers; `config_paths.overridden`).
+SIZE = {'gru.num_layers': 2, 'gru.embed_dim': 128, 'hidden_dim': 256, 'gru.value_dim': 512,
+        'dropout': 0.4, 'batch_size': 128, 'qk_dim': 128, 'gru.decoder_init': 'backward_states'}
 
 
 def get_config():
   c = default.get_config()
   c.task = 'cfq_length'
   c.variant = 'mix_onestep'
-  c.update(SIZE)
-  return c
+  return config_paths.overridden(c, SIZE)

@@ -2,6 +2,7 @@
 
 import ml_collections
 
+from monoloc_jax import backbones
 from monoloc_jax import recipes
 
 
@@ -19,25 +20,22 @@ def get_config() -> ml_collections.ConfigDict:
   c.eval_size = 0            # use only the first N samples of dev and test splits (0 = all)
   c.test_splits = 'paper'    # 'paper', 'all' or a comma list such as 'test_15,test_100' or 'test_iid,paper'
 
-  # Model (the paper's §3 and App. E: the small size).
-  c.embed_dim = 64           # token embedding width
-  c.hidden_dim = 128         # GRU width (the BiGRU encoder: hidden_dim / 2 per direction)
-  c.value_dim = 128          # attention value width
-  c.num_layers = 1           # GRU layers in encoder and decoder
+  # Model (the paper's §3 and App. E: the small size). Shared by both backbones;
+  # each backbone's own fields are its group below.
+  c.hidden_dim = 128         # model width (GRU: the BiGRU encoder has hidden_dim / 2 per direction)
   c.dropout = 0.5            # dropout rate during training
   c.qk_dim = 0               # query/key width (the paper's head dimension); 0 = hidden_dim
-                             # (transformer: per head; 0 = hidden_dim / transformer_heads)
-  c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
+                             # (transformer: per head; 0 = hidden_dim / transformer.heads)
   c.mix_mode = 'paper'       # Mix variants mix (Eq. 15-16); 'authors_code': as the authors' code ran them
   c.mono_gate_init = -20.0   # MonoAttn gate logit p: g = sigmoid(p) = 1 - sigmoid(20), as the authors' code
   c.min_sigma = 0.27         # floor of the location attention's sigma, in positions (Eq. 10)
   # Backbone: 'gru' (the paper's BiGRU -> GRU) or 'transformer' (beyond the paper: a
-  # pre-LN Transformer of width hidden_dim and rate dropout; embed_dim, value_dim, num_layers unused).
-  c.backbone = 'gru'         # 'gru' or 'transformer' (models.BACKBONES)
-  c.transformer_layers = 2   # transformer only: encoder and decoder layers
-  c.transformer_heads = 4    # transformer only: attention heads (must divide hidden_dim)
-  c.transformer_mlp_dim = 512  # transformer only: MLP hidden units
-  c.transformer_positions = 'sinusoidal'  # transformer only: 'sinusoidal', 'rope' or 'none'
+  # pre-LN Transformer of width hidden_dim and rate dropout).
+  c.backbone = 'gru'         # 'gru' or 'transformer' (backbones.BACKBONES)
+  # Each backbone's group, --config.gru.embed_dim=..., --config.transformer.layers=...:
+  # the fields, defaults and comments are in monoloc_jax/backbones/<name>.py `config_defaults`.
+  for name, backbone in backbones.BACKBONES.items():
+    c[name] = backbone.defaults()
   # Computation dtype: 'float32', 'bfloat16' (TPU; parameters, the location recurrence,
   # softmaxes and logits stay float32) or 'float64' (needs JAX_ENABLE_X64=1).
   c.dtype = 'float32'
@@ -52,8 +50,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.warmup_steps = 0         # scale update k (0-based) by min(1, (k + 1) / N); 0 = no warmup
   c.eval_batch_size = 256    # batch size of dev and test decoding
 
-  # Speed only (same model, same forward numbers; gradients agree to float rounding).
-  c.decoder_backward = 'autodiff'  # or 'custom': the hand-written backward (tapped_scan.py)
+  # Speed only (same model, same forward numbers; gradients agree to float rounding);
+  # also gru.decoder_backward.
   c.seed_strategy = 'auto'     # 'vmap', 'map' (lax.map: one seed after another) or 'auto'
 
   c.progress = True          # tqdm bars when stderr is a terminal (epoch lines are always printed)

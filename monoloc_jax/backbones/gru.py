@@ -1,5 +1,5 @@
-"""The Flax seq2seq model (the paper's §3 and App. E): BiGRU encoder, GRU decoder
-with cross-attention.
+"""The paper's backbone (§3 and App. E): BiGRU encoder, GRU decoder with cross-attention
+(`Seq2Seq`, config.backbone = 'gru'; its config group: `config.gru`, `config_defaults`).
 
 Modules only declare parameters and precompute sequence-level projections; the
 per-step work is the pure `attention.attention_step` and `rnn.gru_cell`, run
@@ -24,33 +24,26 @@ the measured bfloat16-against-float32 figures: BUILD_NOTES §1, "Dtypes").
 
 import functools
 import math
-from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax import rnn
 from monoloc_jax import tapped_scan
-from monoloc_jax import variants
+from monoloc_jax.backbones.decoding import DecodeOutput, as_dtype, greedy_loop
 
 Array = jax.Array
 
-__all__ = ['Seq2Seq', 'CrossAttention', 'DecodeOutput', 'DecoderInvariants', 'DecoderConstants',
-           'decoder_step', 'BACKBONES', 'DECODER_BACKWARDS', 'DTYPES', 'count_params', 'dtype_of',
-           'from_config']
+__all__ = ['Seq2Seq', 'CrossAttention', 'DecoderInvariants', 'DecoderConstants', 'decoder_step',
+           'DECODER_INITS', 'DECODER_BACKWARDS', 'config_defaults', 'validate', 'build',
+           'flops_per_sample']
 
 DType = Any
-
-# config.dtype -> the computation dtype (`Seq2Seq.dtype`); the parameters are kept in
-# at_least_float32(dtype): float32 for bfloat16 (mixed precision), float64 for float64.
-DTYPES: Dict[str, DType] = {
-    'float32': jnp.float32,
-    'bfloat16': jnp.bfloat16,
-    'float64': jnp.float64,     # needs jax_enable_x64
-}
 
 glorot = nn.initializers.glorot_uniform()
 zeros = nn.initializers.zeros_init()
@@ -66,7 +59,6 @@ embedding_init = nn.initializers.variance_scaling(2.0, 'fan_in', 'normal', in_ax
 # kaiming_normal_(mode='fan_out'): N(0, 2/V)), START/END (zeros), the GRUs (torch's
 # U(+-1/sqrt(H))), out_kernel (their out_linear1 weight, xavier), the value path's
 # kernels (xavier) and the vocabulary bias (zeros).
-INIT_SCHEMES = attention.INIT_SCHEMES
 _MODEL_INITS = {
     # out_linear1 = nn.Linear(D, E): its bias keeps torch's default U(+-1/sqrt(D)).
     'out_bias': {'library': lambda fan_in: zeros,
@@ -115,11 +107,6 @@ class GRUParams(nn.Module):
 
 def _cast_all(arrays, dtype: DType):
   return tuple(jnp.asarray(a, dtype) for a in arrays)
-
-
-def _as(x: Array, dtype: DType) -> Array:
-  """x in `dtype`; x itself when it already is (`tapped_scan` tracks arrays by identity)."""
-  return x if x.dtype == dtype else x.astype(dtype)
 
 
 class Encoder(nn.Module):
@@ -191,7 +178,7 @@ class CrossAttention(nn.Module):
   dim: int = 128
   value_dim: int = 128
   qk_dim: Optional[int] = None      # query/key width; None = dim
-  init_scheme: str = 'library'      # a key of INIT_SCHEMES
+  init_scheme: str = 'library'      # a key of attention.INIT_SCHEMES
   dtype: DType = jnp.float32        # computation dtype
   param_dtype: DType = jnp.float32
 
@@ -259,25 +246,6 @@ DECODER_INITS = {
 }
 
 
-class DecodeOutput(NamedTuple):
-  """What a decoder pass returns.
-
-  logits: [B, T, V] (teacher forcing) or None (greedy).
-  tokens: [B, T] greedy tokens (pad after `<eos>`), or None (teacher forcing).
-  attention: [B, T, S] attention weights a_t over input positions (START,
-    tokens, END), in at least float32. For direction-mixing variants the
-    weights over e_dir are mapped back to the input (`attention.input_attention`),
-    so a model that reads backwards shows an anti-diagonal; aux['mu'] stays in
-    e_dir units.
-  aux: per-step interpretable values [B, T] by name ('mu', 'sigma', 'step',
-    'mix'), where the variant has them, plus 'direction' [B] (alpha_dir).
-  """
-  logits: Optional[Array]
-  tokens: Optional[Array]
-  attention: Array
-  aux: Dict[str, Array]
-
-
 class DecoderInvariants(NamedTuple):
   """The decoder loop's differentiated loop invariants (read through the tap).
 
@@ -320,8 +288,8 @@ def decoder_step(variant: attention.Variant, min_sigma: float, tap: tapped_scan.
   new_hs = []
   for i, (w_i, b_i, w_h, b_h) in enumerate(inv.layers):
     if i > 0:
-      x_proj = tap(attention.affine, _as(new_hs[-1], dtype), (w_i, b_i))
-    h_proj = tap(attention.affine, _as(hs[i], dtype), (w_h, b_h))
+      x_proj = tap(attention.affine, as_dtype(new_hs[-1], dtype), (w_i, b_i))
+    h_proj = tap(attention.affine, as_dtype(hs[i], dtype), (w_h, b_h))
     new_hs.append(rnn.gru_gates(x_proj, h_proj, hs[i]))
   return (tuple(new_hs), carry), (new_hs[-1], weights, aux)
 
@@ -341,7 +309,7 @@ class Seq2Seq(nn.Module):
   Defaults are the paper's small size (App. E: d_e 64, 128 units, 128 value
   units, dropout 0.5). Its CFQ size: num_layers=2, embed_dim=128,
   hidden_dim=256, value_dim=512, qk_dim=128, dropout_rate=0.4.
-  init_scheme: how parameters are drawn (a key of INIT_SCHEMES); the sigma bias
+  init_scheme: how parameters are drawn (a key of attention.INIT_SCHEMES); the sigma bias
   and Eq. 9's normaliser are options of `variant`.
   dtype: the computation dtype (e.g. jnp.bfloat16 on TPU; None, the default:
   the dtype of the parameters applied, as Flax's layers); param_dtype: the
@@ -364,7 +332,7 @@ class Seq2Seq(nn.Module):
   eos_id: int = 2
   scan_unroll: int = 1     # decoder time steps per loop iteration (speed only)
   decoder_backward: str = 'autodiff'   # a key of DECODER_BACKWARDS (speed only)
-  init_scheme: str = 'library'         # a key of INIT_SCHEMES
+  init_scheme: str = 'library'         # a key of attention.INIT_SCHEMES
   dtype: Optional[DType] = None        # computation dtype; None: the parameters' dtype
   param_dtype: DType = jnp.float32     # parameters' dtype
 
@@ -412,7 +380,7 @@ class Seq2Seq(nn.Module):
     lengths = src_lengths + 2                                              # s
     encoded, finals = self.encoder(jnp.asarray(rows, dtype), lengths, ids)
     encoded = self.dropout(encoded, deterministic=not train)
-    h0 = tuple(_as(h, self.location_dtype)                               # float32 state
+    h0 = tuple(as_dtype(h, self.location_dtype)                               # float32 state
                for h in DECODER_INITS[self.decoder_init](finals, self.num_layers))
     context_kernel = self.decoder_layers[0]()[0][self.embed_dim:]          # W_ic [D, 3D]
     # The direction gate reads the top decoder layer's start state (e_cls).
@@ -437,7 +405,7 @@ class Seq2Seq(nn.Module):
 
   def _logits(self, h: Array, out_matrix: Array, out_bias: Array) -> Array:
     """h [..., D] -> logits [..., V] in `location_dtype` (accumulated there too)."""
-    return jnp.matmul(_as(h, out_matrix.dtype), out_matrix,
+    return jnp.matmul(as_dtype(h, out_matrix.dtype), out_matrix,
                       preferred_element_type=self.location_dtype) + out_bias
 
   def _decoder_step_fn(self, memory, params):
@@ -485,115 +453,86 @@ class Seq2Seq(nn.Module):
     """
     memory, params, h0, alpha = self.encode(src, src_lengths, False)
     step, inv, consts, out_matrix, out_bias = self._decoder_step_fn(memory, params)
-    decoder_step = functools.partial(step, tapped_scan.apply, inv, consts)
-    batch, max_len = src.shape[0], memory.mask.shape[1]
-    carry0 = (h0, attention.initial_carry(batch, self.location_dtype))
-    _, (_, weights_shape, aux_shapes) = jax.eval_shape(decoder_step, carry0,
-                                                       jnp.zeros((batch,), jnp.int32))
 
-    def body(state):
-      t, inner, token, done, tokens, weights_buf, aux_buf = state
-      inner, (h, weights, aux) = decoder_step(inner, token)
-      next_token = jnp.argmax(self._logits(h, out_matrix, out_bias), axis=-1).astype(jnp.int32)
-      emitted = jnp.where(done, self.pad_id, next_token)
-      write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
-      return (t + 1, inner, next_token, done | (next_token == self.eos_id),
-              write(tokens, emitted), write(weights_buf, weights),
-              {k: write(aux_buf[k], v) for k, v in aux.items()})
+    def greedy_step(carry, token):
+      carry, (h, weights, aux) = step(tapped_scan.apply, inv, consts, carry, token)
+      return carry, (self._logits(h, out_matrix, out_bias), weights, aux)
 
-    def cond(state):
-      t, _, _, done = state[:4]
-      return (t < max_steps) & ~jnp.all(done)
-
-    state = (jnp.zeros((), jnp.int32), carry0, jnp.full((batch,), self.sos_id, jnp.int32),
-             jnp.zeros((batch,), bool),
-             jnp.full((max_steps, batch), self.pad_id, jnp.int32),
-             jnp.zeros((max_steps, batch, max_len), weights_shape.dtype),
-             {k: jnp.zeros((max_steps,) + v.shape, v.dtype) for k, v in aux_shapes.items()})
-    *_, tokens, weights, aux = jax.lax.while_loop(cond, body, state)
+    carry0 = (h0, attention.initial_carry(src.shape[0], self.location_dtype))
+    tokens, weights, aux = greedy_loop(greedy_step, carry0, src.shape[0], max_steps,
+                                       self.sos_id, self.pad_id, self.eos_id)
     aux = {k: v.T for k, v in aux.items()}
     aux['direction'] = alpha
     return DecodeOutput(None, tokens.T, self._input_attention(weights, alpha, memory), aux)
 
 
-def count_params(params: Any) -> int:
-  """Total number of scalars in a parameter tree."""
-  return sum(x.size for x in jax.tree_util.tree_leaves(params))
+# ---------------------------------------------------------------------------
+# The backbone's entry in `backbones.BACKBONES`: its config group, its checks,
+# its builder and its FLOP count.
+# ---------------------------------------------------------------------------
+def config_defaults() -> ml_collections.ConfigDict:
+  """`config.gru`: the GRU backbone's own fields, with the paper's small size (App. E)."""
+  c = ml_collections.ConfigDict()
+  c.embed_dim = 64           # token embedding width
+  c.value_dim = 128          # attention value width
+  c.num_layers = 1           # GRU layers in encoder and decoder
+  c.decoder_init = 'final_states'  # or 'backward_states' (the authors' code at 2 layers)
+  c.decoder_backward = 'autodiff'  # speed only: or 'custom', the hand-written backward (tapped_scan.py)
+  return c
 
 
-def dtype_of(config) -> DType:
-  """config.dtype (a key of DTYPES; 'float32' when absent) as a dtype; a one-line
-  MonolocError for an unknown name, or for 'float64' without jax_enable_x64."""
-  name = config.get('dtype', 'float32')
-  if name not in DTYPES:
-    raise errors.unknown_name('dtype', name, DTYPES)
-  if name == 'float64' and not jax.config.jax_enable_x64:
-    raise errors.MonolocError("config.dtype='float64' needs jax_enable_x64 (set "
-                              'JAX_ENABLE_X64=1 or jax.config.update("jax_enable_x64", True))')
-  return DTYPES[name]
+def validate(config) -> None:
+  """Checks `config.gru`; raises a one-line MonolocError."""
+  g = config.gru
+  for name, ok in (('embed_dim', g.embed_dim >= 1), ('value_dim', g.value_dim >= 1),
+                   ('num_layers', g.num_layers >= 1)):
+    if not ok:
+      raise errors.MonolocError(f'bad value for config.gru.{name}: {g[name]!r}; '
+                                'it must be an integer >= 1')
+  if g.decoder_init not in DECODER_INITS:
+    raise errors.unknown_name('decoder_init', g.decoder_init, DECODER_INITS)
+  if g.decoder_init == 'backward_states' and g.num_layers != 2:
+    raise errors.MonolocError("config.gru.decoder_init='backward_states' needs "
+                              f'gru.num_layers=2 (got {g.num_layers})')
+  if g.decoder_backward not in DECODER_BACKWARDS:
+    raise errors.unknown_name('decoder_backward', g.decoder_backward, DECODER_BACKWARDS)
 
 
-def _gru(config, vocab, variant: attention.Variant, dtype) -> 'Seq2Seq':
-  """The paper's BiGRU -> GRU model (`Seq2Seq`)."""
+def build(config, vocab, variant: attention.Variant, dtype: DType) -> Seq2Seq:
+  """The paper's BiGRU -> GRU model (`Seq2Seq`) of `config` (shared fields and config.gru)."""
+  g = config.gru
   return Seq2Seq(
       dtype=dtype, param_dtype=attention.at_least_float32(dtype),
-      vocab_size=len(vocab), variant=variant, init_scheme=config.get('init_scheme', 'library'),
-      embed_dim=config.embed_dim, hidden_dim=config.hidden_dim, value_dim=config.value_dim,
-      qk_dim=config.get('qk_dim', 0) or None, num_layers=config.num_layers,
-      decoder_init=config.get('decoder_init', 'final_states'),
-      decoder_backward=config.get('decoder_backward', 'autodiff'),
-      dropout_rate=config.dropout, min_sigma=config.min_sigma,
-      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+      vocab_size=len(vocab), variant=variant, init_scheme=config.init_scheme,
+      embed_dim=g.embed_dim, hidden_dim=config.hidden_dim, value_dim=g.value_dim,
+      qk_dim=config.qk_dim or None, num_layers=g.num_layers, decoder_init=g.decoder_init,
+      decoder_backward=g.decoder_backward, dropout_rate=config.dropout,
+      min_sigma=config.min_sigma, pad_id=vocab.pad_id, sos_id=vocab.sos_id,
+      eos_id=vocab.eos_id)
 
 
-def _transformer(config, vocab, variant: attention.Variant, dtype) -> nn.Module:
-  """The pre-LN Transformer (`transformer.Transformer`): width config.hidden_dim,
-  config.transformer_layers / _heads / _mlp_dim / _positions; qk_dim 0 = head width."""
-  from monoloc_jax import transformer  # pylint: disable=g-import-not-at-top  (imports models)
-  return transformer.Transformer(
-      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
-      vocab_size=len(vocab), variant=variant, init_scheme=config.get('init_scheme', 'library'),
-      num_layers=config.transformer_layers, num_heads=config.transformer_heads,
-      model_dim=config.hidden_dim, mlp_dim=config.transformer_mlp_dim,
-      qk_dim=config.get('qk_dim', 0) or None, positions=config.transformer_positions,
-      dropout_rate=config.dropout, min_sigma=config.min_sigma,
-      pad_id=vocab.pad_id, sos_id=vocab.sos_id, eos_id=vocab.eos_id)
+def flops_per_sample(n_src: int, n_tgt: int, vocab: int, embed: int = 64, d: int = 128,
+                     value: int = 128, spec: Optional[attention.Variant] = None) -> float:
+  """Forward FLOPs (2 per multiply-add) of one sample with n_src tokens and n_tgt
+  decoder steps (incl. `<eos>`), counting GRU cells, attention and projections."""
+  s = n_src + 2
+  h = d // 2
+  enc = 2 * s * 2 * (embed * 3 * h + h * 3 * h)            # 2 directions, input + hidden
+  mem = s * 2 * (d * value + value * d)                     # inter value + value projection
+  if spec is not None and spec.scores is not None:
+    mem += s * 2 * d * d                                    # keys
+  step = 2 * ((embed + d) * 3 * d + d * 3 * d)              # decoder GRU
+  step += 2 * d * d + 2 * s * d                             # f_o, sum_i a_i v_i
+  if spec is not None and spec.scores is not None:         # query, scores (+ W_r)
+    step += spec.scores.step_flops(attention.Dims(d, d, d), s)
+  if spec is not None and spec.location is not None:
+    step += 2 * d * d + 2 * d * 4 + 10 * s                  # l_t, sigma/rho/mix, Gaussian
+  step += 2 * d * vocab                                     # tied output layer (hoisted form)
+  return float(enc + mem + n_tgt * step)
 
 
-# config.backbone -> builder(config, vocab, variant, dtype) -> the model (the one seam).
-BACKBONES = {
-    'gru': _gru,
-    'transformer': _transformer,
-}
-
-
-def from_config(config, vocab, variant: Optional[attention.Variant] = None) -> nn.Module:
-  """The model a training config describes, for vocabulary `vocab`.
-
-  config.backbone: a key of BACKBONES: 'gru' (default; `Seq2Seq`, the paper's) or
-    'transformer' (`transformer.Transformer`, beyond the paper).
-  variant: an attention variant to use instead of the registry's `config.variant`
-  (e.g. one defined outside the package); config.sigma_bias and
-  config.location_normaliser apply to it too (`variants.with_config_options`).
-
-  config.init_scheme: 'library' (default) or 'authors_code' (INIT_SCHEMES).
-  config.sigma_bias: True (default) or False (no sigma read-out bias).
-  config.location_normaliser: 'padding_free' (default) or 'authors_code'
-    (`attention.LOCATION_NORMALISERS`).
-  config.dtype: the computation dtype, a key of DTYPES ('float32' by default,
-    'bfloat16', or 'float64' with jax_enable_x64); the parameters are kept in
-    at least float32 (float64 for 'float64').
-  """
-  backbone = config.get('backbone', 'gru')
-  if backbone not in BACKBONES:
-    raise errors.unknown_name('backbone', backbone, BACKBONES)
-  decoder_init = config.get('decoder_init', 'final_states')
-  if decoder_init not in DECODER_INITS:
-    raise errors.unknown_name('decoder_init', decoder_init, DECODER_INITS)
-  init_scheme = config.get('init_scheme', 'library')
-  if init_scheme not in INIT_SCHEMES:
-    raise errors.unknown_name('init_scheme', init_scheme, INIT_SCHEMES)
-  dtype = dtype_of(config)
-  variant = (variants.from_config(config) if variant is None
-             else variants.with_config_options(variant, config))
-  return BACKBONES[backbone](config, vocab, variant, dtype)
+def config_flops(n_src: int, n_tgt: int, vocab: int, config,
+                 spec: Optional[attention.Variant]) -> float:
+  """`flops_per_sample` at config's size."""
+  return flops_per_sample(n_src, n_tgt, vocab, config.gru.embed_dim, config.hidden_dim,
+                          config.gru.value_dim, spec)

@@ -1,7 +1,7 @@
 """Beyond the paper: a Transformer encoder-decoder whose cross-attention is any
 registry variant (`monoloc_jax.variants`), trained in parallel.
 
-The paper's backbone is a GRU (`models.Seq2Seq`): its decoder is sequential
+The paper's backbone is a GRU (`gru.Seq2Seq`): its decoder is sequential
 anyway, so the location recurrence pa_{t-1} -> mu_t -> lambda'_t -> pa_t
 (Eq. 5-14, 19) costs nothing extra. In a Transformer decoder the queries of
 all steps are known at once under teacher forcing (causal self-attention), so
@@ -45,7 +45,7 @@ Design, per variant (L decoder layers, H heads of width d_h = model_dim / H):
     alpha^l = sigmoid(5 f^l_dir(e_cls)) (Eq. 17), shared by its heads, with
     e_cls the encoder's output at START (position 0, which attends to the whole
     input), and that layer's keys AND values come from
-    e^l_dir = alpha^l e + (1 - alpha^l) e_rev (Eq. 18), as `models.CrossAttention`;
+    e^l_dir = alpha^l e + (1 - alpha^l) e_rev (Eq. 18), as `gru.CrossAttention`;
     f^l_dir starts at zero (alpha = 1/2): e_cls is a LayerNorm output, and a
     Glorot f_dir saturated the gate before training (Copy, 1 layer, 2 heads,
     seeds 0-11: 7 learned with it, 12 with the zero start);
@@ -77,7 +77,7 @@ Shapes: B batch, N source tokens, S = N + 2 encoder positions, T decoder
 steps, V vocabulary, D model width, H heads, d_h (K below) head width, Q the
 query/key width of the cross-attention, L decoder layers.
 
-Dtypes (Flax's convention, as `models.Seq2Seq`): `param_dtype` is the
+Dtypes (Flax's convention, as `gru.Seq2Seq`): `param_dtype` is the
 parameters', `dtype` the computation's; the LayerNorms, softmaxes, location
 recurrence and logits run in at least float32.
 """
@@ -85,23 +85,25 @@ recurrence and logits run in at least float32.
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax.attention import AttentionCarry, AttentionMemory, AttentionParams, Variant
-from monoloc_jax.models import DecodeOutput
+from monoloc_jax.backbones.decoding import DecodeOutput, as_dtype, greedy_loop
 
 Array = jax.Array
 DType = Any
 
 __all__ = ['Transformer', 'POSITIONS', 'CrossInvariants', 'DecodeCache', 'layer_norm',
            'self_attention', 'self_attention_step', 'cross_attention_parallel',
-           'cross_attention_step', 'kernel_variant']
+           'cross_attention_step', 'kernel_variant', 'config_defaults', 'validate', 'build',
+           'flops_per_sample']
 
 POSITIONS = ('sinusoidal', 'rope', 'none')
 LAYER_NORM_EPS = 1e-6
@@ -110,18 +112,14 @@ LAYER_NORM_EPS = 1e-6
 # --------------------------------------------------------------------------
 # Pure pieces, shared by the parallel and the step-by-step forms.
 # --------------------------------------------------------------------------
-def _as(x: Array, dtype: DType) -> Array:
-  return x if x.dtype == dtype else x.astype(dtype)
-
-
 def layer_norm(x: Array, scale: Array, bias: Array, eps: float = LAYER_NORM_EPS) -> Array:
   """LayerNorm over the last axis, computed in at least float32; x [..., D] -> x's dtype."""
   work = attention.at_least_float32(x.dtype)
-  xw = _as(x, work)
+  xw = as_dtype(x, work)
   mean = jnp.mean(xw, axis=-1, keepdims=True)
   var = jnp.mean(jnp.square(xw - mean), axis=-1, keepdims=True)
-  y = (xw - mean) * jax.lax.rsqrt(var + eps) * _as(scale, work) + _as(bias, work)
-  return _as(y, x.dtype)
+  y = (xw - mean) * jax.lax.rsqrt(var + eps) * as_dtype(scale, work) + as_dtype(bias, work)
+  return as_dtype(y, x.dtype)
 
 
 class SelfAttentionArrays(NamedTuple):
@@ -177,7 +175,7 @@ def self_attention(p: SelfAttentionArrays, x: Array, mask: Array, positions: str
   scores = jnp.einsum('bthk,bshk->bhts', q, k, preferred_element_type=work)
   scores = scores / math.sqrt(q.shape[-1])
   weights = attention.masked_softmax(scores, jnp.broadcast_to(mask[:, None], scores.shape))
-  context = jnp.einsum('bhts,bshk->bthk', _as(weights, v.dtype), v)
+  context = jnp.einsum('bhts,bshk->bthk', as_dtype(weights, v.dtype), v)
   return jnp.einsum('bthk,hkd->btd', context, p.out)
 
 
@@ -193,14 +191,14 @@ def self_attention_step(p: SelfAttentionArrays, x: Array, cache_k: Array, cache_
   q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, H, K]
   if positions == 'rope':
     q, k = _rope(q[:, None], t[None])[:, 0], _rope(k[:, None], t[None])[:, 0]
-  cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, _as(k, cache_k.dtype), t, 1)
-  cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, _as(v, cache_v.dtype), t, 1)
+  cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, as_dtype(k, cache_k.dtype), t, 1)
+  cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, as_dtype(v, cache_v.dtype), t, 1)
   work = attention.at_least_float32(x.dtype)
   scores = jnp.einsum('bhk,bshk->bhs', q, cache_k, preferred_element_type=work)
   scores = scores / math.sqrt(q.shape[-1])
   mask = jnp.broadcast_to(jnp.arange(cache_k.shape[1]) <= t, scores.shape)
   weights = attention.masked_softmax(scores, mask)
-  context = jnp.einsum('bhs,bshk->bhk', _as(weights, cache_v.dtype), cache_v)
+  context = jnp.einsum('bhs,bshk->bhk', as_dtype(weights, cache_v.dtype), cache_v)
   return jnp.einsum('bhk,hkd->bd', context, p.out), cache_k, cache_v
 
 
@@ -278,7 +276,7 @@ def cross_attention_parallel(variant: Variant, cross: CrossInvariants, queries: 
     return _head_parallel(variant, params, memory._replace(keys=keys, values=values),
                           per_step, min_sigma)
   weights, aux = jax.vmap(head)(cross.params, memory.keys, memory.values)  # [H, T, B, S]
-  weights = _as(weights, memory.values.dtype)
+  weights = as_dtype(weights, memory.values.dtype)
   # Eq. 2 for every step and head at once: o_t = sum_h (sum_i a^h_ti v^h_i) W_o^h.
   context = jnp.einsum('htbs,hbsk->bthk', weights, memory.values)
   out = jnp.einsum('bthk,hkd->btd', context, cross.params.out)
@@ -329,7 +327,7 @@ class LocationCrossAttention(nn.Module):
   def __call__(self, encoded: Array, encoded_cls: Array, lengths: Array) -> CrossInvariants:
     """encoded: [B, S, D]; encoded_cls: [B, D] (e at START); lengths: [B] valid positions."""
     variant, scheme, heads, pd = self.variant, self.init_scheme, self.num_heads, self.param_dtype
-    encoded = _as(jnp.asarray(encoded), self.dtype)
+    encoded = as_dtype(jnp.asarray(encoded), self.dtype)
     gate_dtype = attention.at_least_float32(self.dtype)
     if variant.direction_mixing:                                           # Eq. 17-18
       # f_dir starts at 0 (alpha_dir = 1/2 for every input): e_cls here is a
@@ -339,7 +337,7 @@ class LocationCrossAttention(nn.Module):
       gate = nn.Dense(1, dtype=self.dtype, param_dtype=pd, name='direction',
                       kernel_init=nn.initializers.zeros_init(),
                       bias_init=nn.initializers.zeros_init())
-      alpha = attention.direction_gate(_as(gate(encoded_cls)[:, 0], gate_dtype))
+      alpha = attention.direction_gate(as_dtype(gate(encoded_cls)[:, 0], gate_dtype))
       encoded = attention.direction_mixing(encoded, lengths, alpha)
     else:
       alpha = jnp.ones(encoded.shape[:1], gate_dtype)
@@ -353,7 +351,7 @@ class LocationCrossAttention(nn.Module):
     value_kernel = self.param('value', nn.initializers.glorot_uniform(in_axis=0,
                                                                       out_axis=(1, 2)),
                               (encoded.shape[-1], heads, self.head_dim), pd)
-    values = jnp.einsum('bsd,dhk->hbsk', encoded, _as(value_kernel, self.dtype))
+    values = jnp.einsum('bsd,dhk->hbsk', encoded, as_dtype(value_kernel, self.dtype))
     kernels = kernel_variant(variant)
     params = jax.vmap(functools.partial(attention.fold_params, kernels, dtype=self.dtype))(raw)
     memory = jax.vmap(lambda p, v: attention.make_memory(kernels, p, encoded, v, lengths),
@@ -433,9 +431,9 @@ class _Decoder(NamedTuple):
 class Transformer(nn.Module):
   """Pre-LN Transformer encoder-decoder with one cross-attention variant.
 
-  The interface mirrors `models.Seq2Seq` (vocab_size, variant, pad/sos/eos ids,
+  The interface mirrors `gru.Seq2Seq` (vocab_size, variant, pad/sos/eos ids,
   dropout_rate, min_sigma, init_scheme, dtype, param_dtype; `__call__` and
-  `greedy` return `models.DecodeOutput`). Sizes: num_layers decoder layers
+  `greedy` return `decoding.DecodeOutput`). Sizes: num_layers decoder layers
   (and encoder layers unless num_encoder_layers), num_heads heads of width
   model_dim / num_heads, mlp_dim MLP units; qk_dim: the cross-attention's
   per-head query/key width Q (None: the head width). positions: see `POSITIONS`.
@@ -449,11 +447,13 @@ class Transformer(nn.Module):
   """
   vocab_size: int
   variant: Variant
-  num_layers: int = 2
+  # The sizes have no defaults here: the one default size is `config_defaults` (and
+  # the shared config.hidden_dim), built by `build`.
+  num_layers: int
+  num_heads: int
+  model_dim: int
+  mlp_dim: int
   num_encoder_layers: Optional[int] = None    # None: num_layers
-  num_heads: int = 4
-  model_dim: int = 128
-  mlp_dim: int = 256
   qk_dim: Optional[int] = None                 # None: model_dim // num_heads
   positions: str = 'sinusoidal'                # a member of POSITIONS
   dropout_rate: float = 0.1
@@ -504,11 +504,11 @@ class Transformer(nn.Module):
 
   def _cast(self, tree):
     """Float arrays of `tree` in the computation dtype (LayerNorm arrays excepted by callers)."""
-    return jax.tree_util.tree_map(lambda a: _as(jnp.asarray(a), self.compute_dtype), tree)
+    return jax.tree_util.tree_map(lambda a: as_dtype(jnp.asarray(a), self.compute_dtype), tree)
 
   def _embed(self, tokens: Array) -> Array:
     """tokens [...] -> E[tokens] sqrt(D) [..., D]."""
-    table = _as(self.embedding, self.compute_dtype)
+    table = as_dtype(self.embedding, self.compute_dtype)
     return jnp.take(table, tokens, axis=0) * math.sqrt(self.model_dim)
 
   def _add_positions(self, x: Array, index: Array) -> Array:
@@ -525,11 +525,11 @@ class Transformer(nn.Module):
     dtype = self.compute_dtype
     scale = math.sqrt(self.model_dim)
     pos = jnp.arange(n + 2)[None, :, None]
-    start = jnp.broadcast_to(_as(self.start, dtype) * scale, (batch, 1, self.model_dim))
+    start = jnp.broadcast_to(as_dtype(self.start, dtype) * scale, (batch, 1, self.model_dim))
     x = jnp.concatenate([start, self._embed(src), jnp.zeros((batch, 1, self.model_dim), dtype)],
                         axis=1)
     end_pos = (src_lengths + 1)[:, None, None]
-    x = jnp.where(pos == end_pos, _as(self.end, dtype) * scale,
+    x = jnp.where(pos == end_pos, as_dtype(self.end, dtype) * scale,
                   jnp.where(pos > end_pos, jnp.zeros((), dtype), x))
     lengths = src_lengths + 2                                              # s
     x = self.dropout(self._add_positions(x, jnp.arange(n + 2)), deterministic=not train)
@@ -559,8 +559,8 @@ class Transformer(nn.Module):
                                       layer['ln_cross'](), layer['ln_mlp'](),
                                       self._cast(layer['mlp']()))
                    for layer in self.decoder_layers)
-    return _Decoder(_as(self.embedding, self.compute_dtype),
-                    _as(self.vocab_bias, self.location_dtype), layers, tuple(cross),
+    return _Decoder(as_dtype(self.embedding, self.compute_dtype),
+                    as_dtype(self.vocab_bias, self.location_dtype), layers, tuple(cross),
                     self.decoder_norm())
 
   def _logits(self, dec: _Decoder, x: Array) -> Array:
@@ -572,7 +572,7 @@ class Transformer(nn.Module):
   def _output(self, logits, tokens, weights: Array, aux: Dict[str, Array],
               cross: Sequence[CrossInvariants], lengths: Array) -> DecodeOutput:
     """weights [B, T, L, H, S], aux {name: [B, T, L, H]} -> DecodeOutput."""
-    weights = _as(weights, self.location_dtype)
+    weights = as_dtype(weights, self.location_dtype)
     last = jnp.mean(weights[:, :, -1], axis=2)                             # [B, T, S]
     alphas = jnp.stack([c.alpha for c in cross], axis=1)                   # [B, L]
     if self.variant.direction_mixing:
@@ -669,37 +669,104 @@ class Transformer(nn.Module):
                         {k: swap(v) for k, v in aux.items()}, cross, lengths)
 
   def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
-    """Greedy decoding, argmax fed back, for at most `max_steps` steps (as
-    `models.Seq2Seq.greedy`: a `lax.while_loop` that stops once every row has
-    emitted `<eos>`; finished rows output `<pad>`). Returns tokens [B, max_steps]
-    and the attention/aux of every step (zeros after the loop stopped)."""
+    """Greedy decoding, argmax fed back, for at most `max_steps` steps
+    (`decoding.greedy_loop` over the cached step, as `gru.Seq2Seq.greedy`: it
+    stops once every row has emitted `<eos>`; finished rows output `<pad>`).
+    Returns tokens [B, max_steps] and the attention/aux of every step (zeros after
+    the loop stopped)."""
     _, lengths, cross = self.encode(src, src_lengths, False)
-    dec = self._decoder(cross)
-    batch = src.shape[0]
-    step = functools.partial(self._step, dec)
-    cache0 = self.init_cache(batch, max_steps)
-    _, (_, weights_shape, aux_shapes) = jax.eval_shape(step, cache0,
-                                                       jnp.zeros((batch,), jnp.int32))
-
-    def body(state):
-      cache, token, done, tokens, weights_buf, aux_buf = state
-      t = cache.t
-      cache, (logits, weights, aux) = step(cache, token)
-      next_token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-      emitted = jnp.where(done, self.pad_id, next_token)
-      write = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0)
-      return (cache, next_token, done | (next_token == self.eos_id), write(tokens, emitted),
-              write(weights_buf, weights), {k: write(aux_buf[k], v) for k, v in aux.items()})
-
-    def cond(state):
-      cache, _, done = state[:3]
-      return (cache.t < max_steps) & ~jnp.all(done)
-
-    buffer = lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype)
-    state = (cache0, jnp.full((batch,), self.sos_id, jnp.int32), jnp.zeros((batch,), bool),
-             jnp.full((max_steps, batch), self.pad_id, jnp.int32), buffer(weights_shape),
-             {k: buffer(v) for k, v in aux_shapes.items()})
-    *_, tokens, weights, aux = jax.lax.while_loop(cond, body, state)
+    step = functools.partial(self._step, self._decoder(cross))
+    cache0 = self.init_cache(src.shape[0], max_steps)
+    tokens, weights, aux = greedy_loop(step, cache0, src.shape[0], max_steps, self.sos_id,
+                                       self.pad_id, self.eos_id)
     swap = lambda a: jnp.swapaxes(a, 0, 1)
     return self._output(None, tokens.T, swap(weights), {k: swap(v) for k, v in aux.items()},
                         cross, lengths)
+
+
+# ---------------------------------------------------------------------------
+# The backbone's entry in `backbones.BACKBONES`: its config group, its checks,
+# its builder and its FLOP count.
+# ---------------------------------------------------------------------------
+def config_defaults() -> ml_collections.ConfigDict:
+  """`config.transformer`: the Transformer backbone's own fields (its width is the shared
+  config.hidden_dim, its dropout config.dropout; qk_dim 0 = the head width)."""
+  c = ml_collections.ConfigDict()
+  c.layers = 2               # encoder and decoder layers
+  c.heads = 4                # attention heads (must divide hidden_dim)
+  c.mlp_dim = 512            # MLP hidden units
+  c.positions = 'sinusoidal'  # self-attention positions: 'sinusoidal', 'rope' or 'none'
+  return c
+
+
+def validate(config) -> None:
+  """Checks `config.transformer` (heads must divide config.hidden_dim when the
+  Transformer is the backbone); raises a one-line MonolocError."""
+  t = config.transformer
+  divides = config.backbone != 'transformer' or config.hidden_dim % t.heads == 0
+  for name, ok, want in (
+      ('layers', t.layers >= 1, 'an integer >= 1'),
+      ('heads', t.heads >= 1 and divides,
+       f'an integer >= 1 that divides hidden_dim={config.hidden_dim}'),
+      ('mlp_dim', t.mlp_dim >= 1, 'an integer >= 1')):
+    if not ok:
+      raise errors.MonolocError(f'bad value for config.transformer.{name}: {t[name]!r}; '
+                                f'it must be {want}')
+  if t.positions not in POSITIONS:
+    raise errors.MonolocError(f'bad value for config.transformer.positions: {t.positions!r}; '
+                              f"valid: {', '.join(POSITIONS)}")
+
+
+def build(config, vocab, variant: Variant, dtype: DType) -> Transformer:
+  """The pre-LN Transformer of `config`: width config.hidden_dim, config.transformer's
+  layers / heads / mlp_dim / positions; qk_dim 0 = the head width."""
+  t = config.transformer
+  return Transformer(
+      dtype=dtype, param_dtype=attention.at_least_float32(dtype),
+      vocab_size=len(vocab), variant=variant, init_scheme=config.init_scheme,
+      num_layers=t.layers, num_heads=t.heads, model_dim=config.hidden_dim, mlp_dim=t.mlp_dim,
+      qk_dim=config.qk_dim or None, positions=t.positions, dropout_rate=config.dropout,
+      min_sigma=config.min_sigma, pad_id=vocab.pad_id, sos_id=vocab.sos_id,
+      eos_id=vocab.eos_id)
+
+
+def flops_per_sample(n_src: int, n_tgt: int, vocab: int, d: int = 128, heads: int = 4,
+                     layers: int = 2, mlp_dim: int = 512, qk_dim: int = 0,
+                     spec: Optional[Variant] = None) -> float:
+  """Forward FLOPs (2 per multiply-add) of one sample of the Transformer backbone
+  (`Transformer`) with n_src tokens and n_tgt decoder steps (incl. `<eos>`).
+
+  With S = n_src + 2 encoder positions, T = n_tgt, D = d, H heads of width
+  K = D / H, Q = qk_dim or K (the cross-attention's query/key width per head),
+  F = mlp_dim, L = layers (encoder and decoder each), V = vocab:
+    encoder layer:  8 S D^2 (q, k, v, out) + 4 S^2 D (scores, weighted sum) + 4 S D F (MLP);
+    decoder layer:  8 T D^2 + 4 T^2 D (causal self-attention, all T x T scores as the
+                    parallel form computes them) + 4 T D F (MLP)
+                    + cross-attention: 2 S D^2 (values) + 2 T D^2 (out)
+                    + 2 T S D (weighted sum of the values)
+                    + with a score branch: 2 S D H Q (keys)
+                      + T H scores.step_flops(Dims(D, Q, D), S) (query and scores, per head)
+                    + with a location rule: T H (2 D Q + 8 Q + 10 S) (l_t, sigma / rho / mix
+                      read-outs, the Gaussian, per head: the GRU count's terms per head);
+    output layer:   2 T D V (tied).
+  Total: L (encoder layer + decoder layer) + output layer. LayerNorms, softmaxes,
+  biases and the embedding gather are left out, as in the GRU count.
+  """
+  s, t, k = n_src + 2, n_tgt, d // heads
+  q = qk_dim or k
+  enc = 8 * s * d * d + 4 * s * s * d + 4 * s * d * mlp_dim
+  dec = 8 * t * d * d + 4 * t * t * d + 4 * t * d * mlp_dim
+  dec += 2 * s * d * d + 2 * t * d * d + 2 * t * s * d
+  if spec is not None and spec.scores is not None:
+    dec += 2 * s * d * heads * q
+    dec += t * heads * spec.scores.step_flops(attention.Dims(d, q, d), s)
+  if spec is not None and spec.location is not None:
+    dec += t * heads * (2 * d * q + 8 * q + 10 * s)
+  return float(layers * (enc + dec) + 2 * t * d * vocab)
+
+
+def config_flops(n_src: int, n_tgt: int, vocab: int, config, spec: Optional[Variant]) -> float:
+  """`flops_per_sample` at config's size."""
+  t = config.transformer
+  return flops_per_sample(n_src, n_tgt, vocab, config.hidden_dim, t.heads, t.layers,
+                          t.mlp_dim, config.qk_dim, spec)
