@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The background reproduction drivers of the open issues (BUILD_NOTES §4.5), restartable.
+# The background reproduction drivers of the open issues (MEASUREMENTS.md §6), restartable.
 #
 #   bash experiments/background_drivers.sh [all|jax|authors|code]     # from the repository root
 #
@@ -7,7 +7,7 @@
 # procedure's two workers (to restart them on new code while the others run on); code:
 # only the authors'-code queue (to restart it on a new order).
 #
-# Expects beside this checkout (BUILD_NOTES §4.5, experiments/authors_code/README.md):
+# Expects beside this checkout (MEASUREMENTS.md §6, experiments/authors_code/README.md):
 #   ../grid-src  a clone of main (`git clone <this checkout> ../grid-src`): the grids run
 #                committed code only, and each unit's JSON records that commit;
 #   ../refcode   the authors' code with its venv (only for 'all': the authors'-code queue);
@@ -16,7 +16,7 @@
 # session ends (or a machine change) continues where the drivers stopped. Results land in
 # this checkout's results/; logs in ../logs/. Each driver is pinned to one CPU (XLA sizes
 # its thread pool to it; two pinned processes per core ran 1.4x the throughput of two
-# unpinned ones, BUILD_NOTES §4.1.0), and nice sets the priorities: the authors'
+# unpinned ones, MEASUREMENTS.md §3), and nice sets the priorities: the authors'
 # procedure (one worker per core) and the authors' code first, the Transformer grid next,
 # the library procedure's remaining Table 4/6 seeds last. Each driver is its own process
 # group (setsid), so one can be stopped with `kill -- -<its pgid>` (ps -eo pid,pgid,args)

@@ -21,7 +21,7 @@ each seed still writes its own unit JSON, equal to its single-seed unit up to
 float rounding (a seed's batches, dropout and stopping do not depend on the other
 seeds), with `program` naming the seeds it shared a program with. That pays on an
 accelerator, where the seeds are vmapped (5 seeds for 1.3x the time of one on an
-H100, BUILD_NOTES §4.9); on one CPU the seeds run one after another and it gains
+H100, MEASUREMENTS.md §7); on one CPU the seeds run one after another and it gains
 nothing.
 
 --executor=local trains the units one after another in this process;

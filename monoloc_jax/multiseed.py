@@ -7,12 +7,12 @@ one seed runs over that axis in one of two ways, with the same per-seed result:
   * 'map': the seeds one after another inside one program (`jax.lax.map`);
     right on CPU, where the matrix products of one seed already keep the cores
     busy and XLA:CPU runs seed-batched products outside its fast matmul path
-    (BUILD_NOTES.md §4.1: 5 vmapped seeds are slower in total than 5 in a row).
+    (MEASUREMENTS.md §3: 5 vmapped seeds are slower in total than 5 in a row).
 'auto' picks 'map' on a single CPU device and 'vmap' otherwise (accelerators, and
 several devices, whose mesh shards the seed axis of the batched program). Both sides
 are measured: on 2 CPU cores 5 vmapped seeds are slower in total than 5 in a row
-(§4.1.1); on an H100 5 vmapped seeds train 43,977 samples/s against 9,899 mapped
-(BUILD_NOTES §4.9).
+(MEASUREMENTS.md §3); on an H100 5 vmapped seeds train 43,977 samples/s against 9,899 mapped
+(MEASUREMENTS.md §7).
 """
 
 from typing import Callable, Optional, Sequence

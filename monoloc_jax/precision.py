@@ -7,7 +7,7 @@ TPU. The library's numerics are checked against float64 references and the
 authors' float32 PyTorch code, so its programs run their products at 'highest'
 by default: on an H100 the float64-reference tests fail at the backend default
 and pass at 'highest', and a train step of the paper's model costs about 7% more
-(BUILD_NOTES §4.9). The models are latency-bound (many tiny products per decoder
+(MEASUREMENTS.md §7). The models are latency-bound (many tiny products per decoder
 step), so the faster product modes buy little here.
 
 A program traced under `traced_under(fn, p)` runs every product it holds at p,

@@ -50,7 +50,7 @@ def split_gates(proj: Array, hidden: int):
 
   Its backward pass is one concatenate of the three blocks' cotangents, where autodiff
   of three slices pads each cotangent to [..., 3H] and adds them: the same values (the
-  blocks are disjoint), fewer ops per recurrence step on XLA:CPU (BUILD_NOTES §4.1.0).
+  blocks are disjoint), fewer ops per recurrence step on XLA:CPU (MEASUREMENTS.md §3).
   """
   if proj.shape[-1] != 3 * hidden:
     raise ValueError(f'split_gates: last axis {proj.shape[-1]} is not 3 x {hidden}')
@@ -92,7 +92,7 @@ def gru_scan_time_major(xs, h0: Array, w_h: Array, b_h: Array) -> Array:
   xs: (x_r, x_z, x_n), each [S, B, H]; h0: [B, H] -> outputs [S, B, H].
   Each step reads three contiguous [B, H] slices: XLA:CPU vectorises the gate
   fusion only then, not on column slices of a dynamically sliced [B, 3H] row
-  (the same arithmetic, 2-3x less time per step; BUILD_NOTES §4.1.0).
+  (the same arithmetic, 2-3x less time per step; MEASUREMENTS.md §3).
   """
   def step(h, x):
     h = gru_cell(x, h, w_h, b_h)

@@ -90,7 +90,7 @@ affine = TapOp(lambda x, w: x @ w[0] + w[1], _affine_cotangent)
 # table [V, M] indexed by x [B] -> [B, M]; its cotangent is one scatter-add. Token
 # ids are always in range, so the lookup clips instead of filling out-of-range rows
 # with NaN: the same values, but XLA:CPU fused the fill's select into the GRU gates
-# of `tapped_scan`'s forward loop as an unvectorised loop (BUILD_NOTES §4.1.2).
+# of `tapped_scan`'s forward loop as an unvectorised loop (MEASUREMENTS.md §4).
 take_rows = TapOp(lambda x, w: jnp.take(w, x, axis=0, mode='clip'),
                   lambda x, dy, w: jnp.zeros_like(w).at[x.reshape(-1)].add(_rows(dy, 1)))
 

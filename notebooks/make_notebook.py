@@ -22,7 +22,7 @@ BRANCH = 'main'
 # Wall time of the whole notebook, top to bottom with nbclient, package already
 # installed: minutes on this repository's 2-core x86 CPU machine while it ran other
 # jobs (load about 7). The full setting: 466 s (249 s of CPU time); the smoke
-# setting: 134 s (66 s). GPU and TPU: not measured (BUILD_NOTES §4.6).
+# setting: 134 s (66 s). GPU and TPU: not measured (MEASUREMENTS.md §1).
 CPU_MINUTES = {'full': 8, 'smoke': 2}
 
 

@@ -3,7 +3,7 @@
 The tests are compile-bound on CPU, not run-bound, so several of them compile with
 XLA:CPU's cheap settings. Those options belong to XLA:CPU (and its LLVM backend):
 a GPU's compiler rejects them (`INVALID_ARGUMENT: No such compile option:
-'xla_cpu_use_fusion_emitters'`, seen on an H100, BUILD_NOTES §4.9), so elsewhere
+'xla_cpu_use_fusion_emitters'`, seen on an H100, MEASUREMENTS.md §7), so elsewhere
 the tests compile with the backend's defaults.
 """
 

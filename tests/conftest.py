@@ -21,7 +21,7 @@ def _isolated_caches(tmp_path_factory):
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
   # Full float32 products for the kernels the tests call directly (the library's own
   # programs set config.matmul_precision): on a GPU the backend default is TensorFloat-32,
-  # and the float64-reference comparisons fail under it (BUILD_NOTES §4.9). No effect on CPU.
+  # and the float64-reference comparisons fail under it (MEASUREMENTS.md §7). No effect on CPU.
   jax.config.update('jax_default_matmul_precision', 'highest')
   yield
 

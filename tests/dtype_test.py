@@ -245,7 +245,7 @@ def bf16_against_f32(name: str):
 
 
 # Three variants cover every score branch, location rule kind (mixed, PR, clamped
-# Dubois, monotonic) and direction mixing; scripts in BUILD_NOTES §1 measured all 21.
+# Dubois, monotonic) and direction mixing; experiments/bf16_logits.py (MEASUREMENTS.md §8; removed, at 74fd721) measured all 21.
 BF16_VARIANTS = ('relative', 'bi_rope', 'mix_locattn_s', 'mix_mono_pr', 'onestep')
 
 

@@ -55,7 +55,7 @@ def test_every_product_of_the_train_step_runs_at_the_configured_precision(
     backward, name, expected):
   """Forward, autodiff backward and the custom VJP's backward (traced while the
   gradient is taken) all carry the precision: on a GPU 'default' is TensorFloat-32,
-  which fails the float64-reference tests (BUILD_NOTES §4.9)."""
+  which fails the float64-reference tests (MEASUREMENTS.md §7)."""
   _, programs, state, batch = _programs(backward, name)
   stats = train.EpochStats.zeros(1)
   dots = _dot_precisions(jax.make_jaxpr(programs.train_step)(state, batch, stats))

@@ -165,7 +165,7 @@ X64_SCRIPT = textwrap.dedent('''
 
 # Together these cover every score branch (content, relative, rope), every location
 # rule, direction mixing, content mixing and PR; all 21 are compared in float32 by
-# tests/models_test.py, and all 21 passed this float64 check (BUILD_NOTES.md §4.1).
+# tests/models_test.py, and all 21 passed this float64 check (MEASUREMENTS.md §3).
 X64_VARIANTS = ('bi_rope', 'relative', 'mix_locattn', 'locattn_s', 'mix_mono_pr', 'rmono',
                 'onestep', 'onestep_minus_step2', 'onestep_minus_step3',
                 'onestep_minus_sigmoid')

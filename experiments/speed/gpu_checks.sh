@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accelerator checks (BUILD_NOTES §4.9), as one script for a lent GPU machine.
+# The accelerator checks (MEASUREMENTS.md §7), as one script for a lent GPU machine.
 #
 #   OUT=/some/dir bash experiments/speed/gpu_checks.sh [env bench main tests prof bench25 grid]
 #

@@ -19,7 +19,7 @@ run in `dtype`; the decoder's recurrent state h_t and its GRU gates, the locatio
 recurrence (pa_t, mu, sigma, the Gaussian), the softmaxes, the direction and mix
 gates and the logits run in at least float32 (`attention.at_least_float32(dtype)`):
 a bfloat16 model has a float32 decoder state and float32 logits (the policy and
-the measured bfloat16-against-float32 figures: BUILD_NOTES §1, "Dtypes").
+the measured bfloat16-against-float32 figures: BUILD_NOTES §1.3, "Dtypes").
 """
 
 import functools

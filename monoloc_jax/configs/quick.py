@@ -9,7 +9,7 @@ plateau, early stopping) as in the paper.
 Why three seeds: OneStepAttn on Reverse Copy either leaves its initial plateau
 within the first epoch or settles in a basin that fits the training lengths
 and does not extrapolate. Which seeds do which can change with the jax version
-and the machine (float rounding in the first steps decides it, BUILD_NOTES §4.5),
+and the machine (float rounding in the first steps decides it; MEASUREMENTS.md §1 shows the per-seed marks),
 so the table reports the median, as the paper does over five seeds.
 
 The in-distribution split (test_iid, lengths 5-10) is evaluated too, so the table
