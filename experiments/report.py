@@ -165,7 +165,7 @@ def _median(values: Sequence[float]) -> float:
 
 
 _BATCHING = {'True': 'grouped by target-length bucket (this library\'s default)',
-             'False': 'random (the reference code\'s)',
+             'False': 'random (the authors\' code\'s)',
              'None': 'not recorded'}
 
 
@@ -419,7 +419,7 @@ def table3_explain(results, paper) -> List[str]:
            _protocol(records_all), '',
            'Each Table 3 run whose mean fell outside the paper\'s standard deviation after '
            'seeds 0 and 1, beside the same run with the paper\'s epoch budget and, in the '
-           'last row, with every training choice of the reference code at once. '
+           'last row, with every training choice of the authors\' code at once. '
            + _SETUP_LABELS.split(' Cells:')[0], '']
   by_task: Dict[str, List[str]] = {}
   for task, label in grids_lib.TABLE3_EXPLAIN_RUNS:
@@ -560,12 +560,13 @@ def other_table(results, name: str, title: str, task_list, variant_list,
   return lines
 
 
-_SETUP_LABELS = ("Labels: `tf_dev` = the reference code's teacher-forced dev metric; "
+_SETUP_LABELS = ("Labels: `tf_dev` = the authors' code's teacher-forced dev metric; "
                  "`random_batches` = its random batches instead of length buckets; `gate0` = "
                  'MonoAttn with a trainable gate (initial logit 0, g = 0.5) instead of the '
-                 "reference code's frozen one (logit -20); `paper_epochs` = the paper's epoch "
+                 "authors' code's frozen one (logit -20); `paper_epochs` = the paper's epoch "
                  'budget (at most 100 epochs, patience 50, no stop at 100% dev); '
-                 '`reference_code` = the Mix form of the authors\' code; `rmono` = RMonoAttn. '
+                 '`reference_code` (a results-path label) = the Mix form of the authors\' code; '
+                 '`rmono` = RMonoAttn. '
                  'Cells: median sequence accuracy (%) [per seed] / mean edit distance.')
 
 
@@ -605,16 +606,16 @@ def recopy_mono(results) -> List[str]:
 
 def table2_explain(results, paper) -> List[str]:
   """Each Table 2 run of `grid.TABLE2_EXPLAIN_RUNS` beside its reruns under the
-  reference code's training choices, task by task."""
+  authors' code's training choices, task by task."""
   by_task: Dict[str, List[str]] = {}
   for task, label in grids_lib.TABLE2_EXPLAIN_RUNS:
     by_task.setdefault(task, []).append(label)
   records_all = [r for task, labels in by_task.items() for label in labels
                  for r in results.get(('table2_explain', task, label), [])]
-  lines = ['## Table 2 disagreements: reruns under the reference code\'s training choices', '',
+  lines = ['## Table 2 disagreements: reruns under the authors\' code\'s training choices', '',
            _protocol(records_all), '',
            'Each Table 2 run whose cells still disagreed with the paper after seeds 0 and 1, '
-           'beside the same run with one of the reference code\'s training choices or the '
+           'beside the same run with one of the authors\' code\'s training choices or the '
            'paper\'s epoch budget. ' + _SETUP_LABELS, '']
   for task, labels in by_task.items():
     variants_ = list(dict.fromkeys(label.split('.')[0] for label in labels))

@@ -225,7 +225,7 @@ def gaussian_location_attention(mu: Array, sigma: Array, positions: Array,
   mu, sigma: [B] (any [...]); positions: [B, S] float; mask: [B, S] bool.
   Returns [B, S] in the dtype of mu and sigma (computed in at least float32): 0
   at masked positions, summing to 1 over the valid ones (unless every weight
-  underflows, as in the reference code, in which case it is all 0; a row with
+  underflows, as in the authors' code, in which case it is all 0; a row with
   no valid position is all 0, with zero gradients).
 
   Computed with a max-shift, which is the same function in exact arithmetic:
@@ -720,7 +720,7 @@ ROPE = ScoreBranch('rope', _rope_score, prepare_keys=_rotate_keys)
 
 SCORE_BRANCHES: Dict[str, ScoreBranch] = {b.name: b for b in (CONTENT, RELATIVE, ROPE)}
 
-# MonoAttn's gate logit p. The reference code initialises it so that the
+# MonoAttn's gate logit p. The authors' code initialises it so that the
 # sigmoid branch has weight 1 - sigmoid(20); see `MONO_GATE_INIT`.
 MONO_GATE_INIT = -20.0
 _GATE = ParamDef('gate_logit', lambda dims: (), jax.nn.initializers.constant(MONO_GATE_INIT))

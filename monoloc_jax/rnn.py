@@ -1,6 +1,6 @@
 """Pure GRU kernels with the input projection hoisted out of the time loop.
 
-The cell follows PyTorch's `nn.GRU` (the reference code's framework):
+The cell follows PyTorch's `nn.GRU` (the authors' code's framework):
 
   r  = sigmoid(x_r + W_hr h + b_hr)
   z  = sigmoid(x_z + W_hz h + b_hz)

@@ -11,11 +11,11 @@ Expected layout (the unpacked `cfq1.1.tar.gz`):
 
 The release itself names the output-length split
 `splits/query_complexity_split.json` (TFDS `cfq/query_complexity_split`, the
-split the paper's reference code loads); it is used when
+split the authors' code loads); it is used when
 `splits/length_split.json` is absent.
 
 Preprocessing follows google-research/google-research `cfq/preprocess.py`
-(`tokenize_punctuation`, `preprocess_sparql`), which the paper's reference code
+(`tokenize_punctuation`, `preprocess_sparql`), which the authors' code
 (`preprocess/process_cfq_length.py` of JRC1995/MonotonicLocationAttention)
 copies:
 

@@ -26,12 +26,12 @@ in `generation_arguments.txt` of the reference data):
     `longer_seen_{k-1}` (k = 1: to every length-4 composition) and keeping
     625 random compositions × 8 inputs = 5,000 rows (`bound_test`).
 
-The paper's splits (reference code `preprocess/process_llt.py` of
+The paper's splits (the authors' code, `preprocess/process_llt.py` of
 JRC1995/MonotonicLocationAttention) map onto them as: `train` = train;
 `dev` = validation + 500 rows of longer_seen_1; `test_long1` = the other 4,500
 rows of longer_seen_1; `test_long2 … 5` = longer_seen_2 … 5; `test_iid` =
 heldout_inputs. The 500 rows are a deterministic function of `seed` (in both
-modes below; the reference code drew them unseeded).
+modes below; the authors' code drew them unseeded).
 
 `load_splits(..., data_dir=None)` generates the data in code (our own generator
 following the rules above; seed 123 reproduces the reference tables `t1 … t8`

@@ -10,7 +10,7 @@ A data directory holds one file per split:
 Two line formats are read, detected per file from its first data line:
 
   * tab-separated `command<TAB>actions` (i-machine-think/machine-tasks layout,
-    the one the paper's reference code reads: train 13,070 / validation 3,920 /
+    the one the authors' code reads: train 13,070 / validation 3,920 /
     test 3,920, train + validation = the original 16,990 training commands);
   * the original release's `IN: jump twice OUT: I_JUMP I_JUMP`.
 

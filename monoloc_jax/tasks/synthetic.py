@@ -20,7 +20,7 @@ Three layers:
 
 The split sizes and lengths (`SPLIT_SPECS`) are the paper's (App. A: train
 10,000 inputs of 5-10 items, dev 2,000 of 10-15, tests 2,000 each at 15, 30
-and 100); the reference code also makes `test_iid` (5-10 items) and lengths
+and 100); the authors' code also makes `test_iid` (5-10 items) and lengths
 20, 25 and 50, which are offered too.
 
 "Length" is the number of *items* before repetition: for Inv ReCopy, Inv
