@@ -1,6 +1,6 @@
 """The choices that differ between the paper's equations and the authors' code.
 
-Each test pins one documented option (BUILD_NOTES.md §2): the reference code's
+Each test pins one documented option (BUILD_NOTES.md §2): the authors' code's
 non-mixing form of the Mix OneStep/Mono/RMono models, the CFQ size's query/key
 width and decoder start state, and Eq. 9's normaliser far past the input.
 """
@@ -43,7 +43,7 @@ def batch(seed=0, n=6, t=5):
 
 
 # ---------------------------------------------------------------------------
-# 1. Mix variants as the reference code ran them.
+# 1. Mix variants as the authors' code ran them.
 # ---------------------------------------------------------------------------
 def test_authors_code_form_applies_to_exactly_six_variants():
   changed = [name for name in variants.NAMES
@@ -211,7 +211,7 @@ def test_unknown_decoder_init_is_a_one_line_error():
 def test_gaussian_tail_is_padding_independent_and_matches_the_direct_form(sigmas_past_end):
   """lambda'_i = lambda_i / (sum_j lambda_j + 1e-20), independent of padding.
 
-  The reference code divides by sum_j lambda_j + S * 1e-20 with S the padded
+  The authors' code divides by sum_j lambda_j + S * 1e-20 with S the padded
   batch width, so its weights there depend on how much padding the batch has;
   ours do not. 8-10 sigma past the last position is where the two differ."""
   s = 30
@@ -257,7 +257,7 @@ def test_mono_gate_default_is_the_reference_init_and_effectively_frozen():
   p, grad = _gate_gradient(-20.0)
   assert p == -20.0
   # sigmoid(-20) ~ 2e-9 weights the sigmoid branch: the gate's gradient is ~1e-11
-  # (exactly 0 in the reference code, whose float32 sigmoid(20) is exactly 1.0).
+  # (exactly 0 in the authors' code, whose float32 sigmoid(20) is exactly 1.0).
   assert 0.0 <= abs(grad) < 1e-8
 
 

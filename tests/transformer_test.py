@@ -270,7 +270,7 @@ def test_shapes_and_padding_invariance(name):
   attn = np.asarray(par.attention)
   valid = np.arange(wide)[None, None, :] < (np.tile(SRC_LENGTHS, 3) + 2)[:, None, None]
   # Softmax weights sum to 1; Gaussian ones too, unless mu has run so far off the
-  # input that every weight underflows (Eq. 9 then gives 0, as the reference code).
+  # input that every weight underflows (Eq. 9 then gives 0, as the authors' code).
   if variants.get(name).location is None:
     np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-12)
   assert np.all(attn >= 0) and np.all(attn.sum(-1) <= 1 + 1e-12)
