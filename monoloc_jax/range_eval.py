@@ -344,16 +344,16 @@ def range_evaluate(workdir: str, lengths: Optional[str] = None, samples: Optiona
   config.update(overrides)
   length_list = parse_range(config.range_lengths if lengths is None else lengths, config.task)
   samples = check_samples(config.range_samples if samples is None else samples)
-  config, vocab, model, params = inference.restore_for_eval(str(workdir))
-  config.update(overrides)
-  train = tasks.load_splits(config.task, ('train',), seed=config.data_seed,
-                            data_dir=config.data_dir or None)['train']
-  programs = inference.make_eval_programs(model, config.seed_strategy, precision.of(config))
-  result = evaluate_lengths(programs, params, vocab, config, length_list, samples, train,
-                            logs.progress_enabled(config), rundir.seeds_of(config))
-  result['range_samples'] = samples
-  result['versions'] = rundir.versions()
-  with rundir.os_errors(f'cannot write into the workdir {workdir}'):
+  with rundir.os_errors(f'cannot use the workdir {workdir}'), rundir.lock(workdir):
+    config, vocab, model, params = inference.restore_for_eval(str(workdir))
+    config.update(overrides)
+    train = tasks.load_splits(config.task, ('train',), seed=config.data_seed,
+                              data_dir=config.data_dir or None)['train']
+    programs = inference.make_eval_programs(model, config.seed_strategy, precision.of(config))
+    result = evaluate_lengths(programs, params, vocab, config, length_list, samples, train,
+                              logs.progress_enabled(config), rundir.seeds_of(config))
+    result['range_samples'] = samples
+    result['versions'] = rundir.versions()
     rundir.write_json(workdir / RANGE_JSON, result)
     write_csv(workdir / RANGE_CSV, result)
     from monoloc_jax import viz  # pylint: disable=g-import-not-at-top
