@@ -175,7 +175,7 @@ def tables(rows: Sequence[Row], metric: str = 'accuracy', per_seed: bool = False
 
 
 def _range_cells(result: Optional[Mapping[str, Any]]) -> List[str]:
-  """[horizon, OOD per-token accuracy] of a range.json ('' where absent; '<lo' when
+  """[horizon, OOD per-token accuracy] of a range.json ('' where absent; 'none' when
   no length reached the horizon's accuracy)."""
   if not isinstance(result, Mapping):
     return ['', '']
