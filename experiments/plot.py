@@ -12,7 +12,10 @@ Writes into the first --workdir:
                             --workdir, with the training lengths shaded
                             (skipped, with a note, for SCAN and CFQ, which have
                             no length splits);
-  training_curves.<fmt>     loss and dev accuracy per epoch and seed.
+  training_curves.<fmt>     loss and dev accuracy per epoch and seed;
+  range_curves.<fmt>        where every --workdir has a range.json (monoloc-train
+                            --mode=range): each run's median accuracy at every
+                            length of its range, in one figure.
 
 The heatmap's input is --example, or by default the first example of test_100
 for the digit tasks and of the run's first test split for the others. It is
@@ -100,6 +103,12 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=None, report=print)
     written.append(viz.save(viz.plot_accuracy_vs_length(runs), first / f'accuracy_vs_length.{fmt}'))
 
   written.append(viz.save(viz.plot_training_curves(first), first / f'training_curves.{fmt}'))
+  if all((pathlib.Path(wd) / 'range.json').is_file() for wd in workdirs):
+    ranged = {}
+    for wd in workdirs:
+      label = viz.display_name(viz.load_results(wd).get('variant'))
+      ranged[label if label not in ranged else f'{label} ({pathlib.Path(wd).name})'] = wd
+    written.append(viz.save(viz.plot_range(ranged), first / f'range_curves.{fmt}'))
   return written
 
 

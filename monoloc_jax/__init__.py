@@ -22,7 +22,7 @@ __version__ = '0.1.0'      # pyproject.toml's [project] version (tests check the
 
 # Submodules reachable as monoloc_jax.<name> without an explicit import.
 _SUBMODULES = ('attention', 'variants', 'backbones', 'rnn', 'train', 'inference', 'metrics',
-               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors')
+               'tasks', 'configs', 'viz', 'rundir', 'input_pipeline', 'errors', 'range_eval')
 
 # Re-exported entry points: name -> the module that defines it.
 _EXPORTS = {
@@ -42,6 +42,9 @@ _EXPORTS = {
     'decode_with_attention': 'monoloc_jax.inference',
     'restore_for_eval': 'monoloc_jax.inference',
     'restore_seed': 'monoloc_jax.inference',
+    # range evaluation: every length of a range, and its per-length metric
+    'range_evaluate': 'monoloc_jax.range_eval',
+    'token_accuracy': 'monoloc_jax.metrics',
     'MonolocError': 'monoloc_jax.errors',
 }
 # Exported under another name than the defining module's.

@@ -14,6 +14,9 @@ Measures, after warm-up and separately from compilation:
   * greedy-decoding samples/s on --decode_split at --eval_batch_size;
   * compile time (every bucket shape of the train step and of decoding);
   * peak resident memory, and on an accelerator the allocator's peak device memory;
+  * with --range=also (or only): range evaluation (`range_eval`) of a freshly
+    initialised model, --range_seeds seeds, every length of --range_lengths with
+    --range_samples examples each: wall time, first calls (compiles), programs;
 and derives tokens/s and the fraction of --peak_gflops reached by the useful
 FLOPs on the real, unpadded tokens, counted for the model's backbone
 (the backbone table's count, `backbones.BACKBONES[...].flops`: GRU cells, attention and
@@ -26,7 +29,7 @@ import json
 import resource
 import sys
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from absl import flags
 import jax
@@ -38,12 +41,14 @@ from monoloc_jax import input_pipeline as ip
 from monoloc_jax import launcher
 from monoloc_jax import multiseed
 from monoloc_jax import precision
+from monoloc_jax import range_eval
 from monoloc_jax import tasks
 from monoloc_jax import train
 from monoloc_jax import validation
 from monoloc_jax import variants
 from monoloc_jax.backbones import gru
 from monoloc_jax.configs import default
+from monoloc_jax.vocab import Vocabulary
 
 _TASK = flags.DEFINE_enum('task', 'recopy', list(tasks.TASKS), 'Task.')
 _MODEL = flags.DEFINE_enum('model', 'onestep', list(variants.NAMES), 'Attention variant.')
@@ -62,6 +67,13 @@ _DATA_DIR = flags.DEFINE_string('data_dir', '', 'Data directory for SCAN/CFQ/Loo
 _OUT = flags.DEFINE_string('out', '', 'Write the figures as JSON to this file.')
 _BACKWARD = flags.DEFINE_enum('decoder_backward', 'autodiff', list(gru.DECODER_BACKWARDS),
                               'Backward pass of the decoder scan (config.gru.decoder_backward).')
+_RANGE = flags.DEFINE_enum('range', 'off', ['off', 'also', 'only'],
+                           'Range evaluation figure: off, also (after the others) or only.')
+_RANGE_LENGTHS = flags.DEFINE_string('range_lengths', '1:500', 'Lengths of the range figure.')
+_RANGE_SAMPLES = flags.DEFINE_integer('range_samples', 200, 'Examples per length.',
+                                      lower_bound=1)
+_RANGE_SEEDS = flags.DEFINE_integer('range_seeds', 3, 'Seeds decoded at once in the range '
+                                    'figure.', lower_bound=1)
 _STRATEGY = flags.DEFINE_enum('seed_strategy', 'auto', list(multiseed.STRATEGIES),
                               'How the multi-seed measurement runs its seeds '
                               '(config.seed_strategy).')
@@ -215,6 +227,43 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   return out
 
 
+def measure_range(task: str, model_name: str, eval_batch_size: int, lengths: str = '1:500',
+                  samples: int = 200, seeds: int = 3, seed_strategy: str = 'auto',
+                  config=None) -> Dict[str, Any]:
+  """Times `range_eval.evaluate_lengths` on a freshly initialised model of `seeds`
+  seeds (the task's training vocabulary; training sources excluded, as a run's)."""
+  config = default.get_config() if config is None else config.copy_and_resolve_references()
+  config.task, config.variant, config.seed_strategy = task, model_name, seed_strategy
+  config.eval_batch_size = eval_batch_size
+  validation.validate(config)
+  length_list = range_eval.parse_range(lengths, task)
+  train_ex = tasks.load_splits(task, ('train',), seed=config.data_seed,
+                               data_dir=config.data_dir or None)['train']
+  vocab = Vocabulary.from_examples(train_ex)
+  model = backbones.from_config(config, vocab)
+  dummy = jax.numpy.ones((1, 1), jax.numpy.int32)
+  params = jax.vmap(lambda key: model.init({'params': key}, dummy, jax.numpy.ones((1,), 'int32'),
+                                           dummy)['params'])(
+                                               jax.random.split(jax.random.PRNGKey(0), seeds))
+  programs = inference.make_eval_programs(model, seed_strategy, precision.of(config))
+  r = range_eval.evaluate_lengths(programs, params, vocab, config, length_list, samples,
+                                  train_ex)
+  return {'range_task': task, 'range_lengths': f'{length_list[0]}:{length_list[-1]}',
+          'range_samples': samples, 'range_seeds': seeds,
+          'range_examples': int(sum(r['samples'])), 'range_wall_s': r['wall_time_s'],
+          'range_draw_s': r['draw_s'], 'range_decode_s': r['decode_s'],
+          'range_first_call_s': r['first_call_s'], 'range_programs': r['compiled_programs']}
+
+
+def format_range_report(r: Dict[str, Any]) -> str:
+  """The range-evaluation line of the report."""
+  return (f"{'range evaluation':<32}{r['range_wall_s']:>22.1f} s"
+          f"{r['range_programs']:>15} programs  lengths {r['range_lengths']}, "
+          f"{r['range_samples']} samples, {r['range_seeds']} seeds ({r['range_examples']} "
+          f"examples); first calls {r['range_first_call_s']:.1f} s, drawing "
+          f"{r['range_draw_s']:.1f} s")
+
+
 def format_report(r: Dict[str, float]) -> str:
   rows = [
       ('training, 1 seed', f"{r['train_samples_per_s']:.0f} samples/s",
@@ -256,10 +305,17 @@ def check_config_overrides(argv) -> None:
 
 def _main():
   check_config_overrides(sys.argv[1:])
-  r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
-              _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
-              _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value, config=_config())
-  print(format_report(r))
+  r = {}
+  if _RANGE.value != 'only':
+    r = measure(_TASK.value, _MODEL.value, _BATCH.value, _EVAL_BATCH.value, _SEEDS.value,
+                _TRAIN_SIZE.value, _DECODE_SPLIT.value, _DECODE_SIZE.value, _PEAK.value,
+                _DATA_DIR.value, _BACKWARD.value, _STRATEGY.value, config=_config())
+    print(format_report(r))
+  if _RANGE.value != 'off':
+    r.update(measure_range(_TASK.value, _MODEL.value, _EVAL_BATCH.value, _RANGE_LENGTHS.value,
+                           _RANGE_SAMPLES.value, _RANGE_SEEDS.value, _STRATEGY.value,
+                           config=_config()))
+    print(format_range_report(r))
   if _OUT.value:
     with open(_OUT.value, 'w') as f:
       json.dump(r, f, indent=2)

@@ -6,12 +6,15 @@
   monoloc-train --mode=evaluate --workdir=/tmp/run --config.test_splits=all --config.eval_size=500
   monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3 4 5" --inputs="9 8 7"
   monoloc-train --mode=predict --workdir=/tmp/run --inputs="1 2 3" --seed_index=2
+  monoloc-train --mode=range --workdir=/tmp/run --config.range_lengths=1:120 --config.range_samples=50
   monoloc-train --distributed=auto ...     # on every host of a TPU pod slice / SLURM job
 
 --mode=predict decodes with the run's best-dev seed unless --seed_index picks one,
 and says which. --mode=evaluate may change config.test_splits, eval_size and
 eval_batch_size; a split scored on fewer samples than results.json holds for it is
 written under "partial_test", beside the full result, and the command says so.
+--mode=range scores every seed at every length of config.range_lengths and writes
+range.json, range.csv and range.png into the workdir (range_eval.py).
 
 The common choices are plain flags; every other setting is a field of the
 ml_collections config (monoloc_jax/configs/default.py), set with --config.<field>.
@@ -30,6 +33,7 @@ from absl import logging
 from monoloc_jax import errors
 from monoloc_jax import inference
 from monoloc_jax import launcher
+from monoloc_jax import range_eval
 from monoloc_jax import rundir
 from monoloc_jax import sharding
 from monoloc_jax import tasks
@@ -38,8 +42,9 @@ from monoloc_jax import variants
 from monoloc_jax import xla_cache
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, logs and results.')
-_MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict'],
-                          'train (resumes if the workdir has a checkpoint), evaluate, predict.')
+_MODE = flags.DEFINE_enum('mode', 'train', ['train', 'evaluate', 'predict', 'range'],
+                          'train (resumes if the workdir has a checkpoint), evaluate, predict, '
+                          'range (every length of config.range_lengths).')
 _TASK = flags.DEFINE_enum('task', None, list(tasks.TASKS), 'Task slug (overrides config.task).')
 _MODEL = flags.DEFINE_enum('model', None, list(variants.NAMES),
                            'Attention variant slug (overrides config.variant).')
@@ -73,6 +78,9 @@ def main(argv) -> None:
   if _MODE.value == 'evaluate':
     print(inference.evaluation_report(
         inference.evaluate(workdir, rundir.given_fields(config_file, given))))
+  elif _MODE.value == 'range':
+    range_eval.range_evaluate(workdir, config_overrides=rundir.given_fields(config_file, given),
+                              report=print)
   elif _MODE.value == 'predict':
     if not _INPUTS.value:
       raise errors.MonolocError('--mode=predict needs at least one --inputs="tokens ..."')

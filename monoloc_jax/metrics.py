@@ -89,3 +89,26 @@ def summarize(pred: np.ndarray, target: np.ndarray, eos_id: int,
   if attention is not None and gold is not None:
     out['attention_loss'] = attention_loss(attention, gold, cut_lengths(target, eos_id))
   return out
+
+
+def token_accuracy(pred: np.ndarray, target: np.ndarray, eos_id: int) -> np.ndarray:
+  """Per-token accuracy (the Chomsky-hierarchy papers' score), per row. -> [n] in [0, 1].
+
+  The fraction of the gold output positions j < len(gold) (the target cut at its
+  first `<eos>`; the gold `<eos>` itself does not count, nor does padding) where
+  the prediction, cut at its own first `<eos>`, holds the gold token:
+
+      acc = |{j < len(gold): pred_j == gold_j, j < len(pred)}| / len(gold).
+
+  A prediction shorter than the gold output counts the missing positions wrong; a
+  longer one is scored on the gold positions only (its extra tokens do not count, as
+  in Delétang et al. 2023 / Ruoss et al. 2023, whose outputs have the gold length).
+  A row whose gold output is empty scores 1 iff the prediction is empty too.
+  """
+  width = max(pred.shape[-1], target.shape[-1])
+  pred = np.pad(pred, ((0, 0), (0, width - pred.shape[-1])))
+  target = np.pad(target, ((0, 0), (0, width - target.shape[-1])))
+  pl, tl = cut_lengths(pred, eos_id), cut_lengths(target, eos_id)
+  gold = np.arange(width)[None, :] < tl[:, None]
+  hits = ((_masked(pred, pl) == target) & gold).sum(-1)
+  return np.where(tl > 0, hits / np.maximum(tl, 1), (pl == 0).astype(np.float64))

@@ -15,7 +15,8 @@ run's splits rest on different sample counts, n is a range and each cell off the
 largest count says its own n. A re-score on fewer samples (`--mode=evaluate
 --config.eval_size=N`, results.json's "partial_test") is a row of its own, marked
 "(partial evaluation)". Run directories without results.json (training not
-finished) are listed under the table.
+finished) are listed under the table. A run directory with a range.json
+(`monoloc-train --mode=range`) gets two more cells: its horizon and OOD score.
 """
 
 import csv
@@ -45,6 +46,7 @@ class Row:
   epochs: Optional[int]
   best_dev: Optional[Tuple[int, float]]     # (seed, best dev accuracy %)
   test: Dict[str, Dict[str, Any]]
+  range: Optional[Dict[str, Any]] = None    # range.json (--mode=range), where the run has one
 
 
 def _display_name(variant: str) -> str:
@@ -92,6 +94,11 @@ def collect(paths: Sequence[str]) -> Tuple[List[Row], List[str]]:
       if isinstance(results, dict) and isinstance(results.get('test'), dict):
         source = str(f.parent if f.name == 'results.json' else f)
         rows.append(_row(source, results))
+        if f.name == 'results.json' and (f.parent / 'range.json').is_file():
+          try:
+            rows[-1].range = json.loads((f.parent / 'range.json').read_text(encoding='utf-8'))
+          except (OSError, ValueError):
+            pass                    # a damaged range.json: the row has no range cells
         if isinstance(results.get('partial_test'), dict) and results['partial_test']:
           rows.append(_row(f'{source} (partial evaluation)', results, 'partial_test'))
         found += 1
@@ -149,6 +156,9 @@ def tables(rows: Sequence[Row], metric: str = 'accuracy', per_seed: bool = False
     group = [r for r in rows if r.task == task]
     splits = _split_order(task, list(dict.fromkeys(s for r in group for s in r.test)))
     header = ['run', 'model', 'seeds', 'epochs', 'n', 'best-dev seed (dev %)', *splits]
+    ranged = any(isinstance(r.range, dict) for r in group)
+    if ranged:
+      header += ['range horizon', 'range OOD token %']
     body = []
     for r in group:
       best = f'{r.best_dev[0]} ({r.best_dev[1]:.1f})' if r.best_dev else ''
@@ -156,11 +166,23 @@ def tables(rows: Sequence[Row], metric: str = 'accuracy', per_seed: bool = False
       counts = sample_counts(r.test)
       body.append([r.source, r.model, seeds, '' if r.epochs is None else str(r.epochs),
                    _n_text(counts), best,
-                   *(_cell(r.test.get(s), metric, per_seed, counts) for s in splits)])
+                   *(_cell(r.test.get(s), metric, per_seed, counts) for s in splits),
+                   *(_range_cells(r.range) if ranged else ())])
     out.append((f'{task}: {METRICS[metric]}, median over seeds'
                 + (' [per seed]' if per_seed else '') + '; n = samples per split',
                 header, body))
   return out
+
+
+def _range_cells(result: Optional[Mapping[str, Any]]) -> List[str]:
+  """[horizon, OOD per-token accuracy] of a range.json ('' where absent; 'none' when
+  no length reached the horizon's accuracy)."""
+  if not isinstance(result, Mapping):
+    return ['', '']
+  hz, ood = result.get('horizon'), result.get('ood_score')
+  lengths = result.get('lengths') or ['?']
+  return ['none' if hz is None else f'{hz} (of {lengths[0]}–{lengths[-1]})',
+          '' if ood is None else f'{ood:.1f}']
 
 
 def _text(title: str, header: List[str], body: List[List[str]]) -> str:

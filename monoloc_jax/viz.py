@@ -632,6 +632,87 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
   return fig
 
 
+RANGE_GID = 'range'            # gid prefix of each run's median range curve ('range:<label>')
+
+
+def _range_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
+  """[(label, range.json dict)] from one range dict or workdir, a sequence or a mapping."""
+  if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and 'lengths' in runs):
+    runs = [runs]
+  items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
+  out = []
+  for label, run in items:
+    if isinstance(run, (str, pathlib.Path)):
+      path = _workdir(run) / 'range.json'
+      if not path.is_file():
+        raise errors.MonolocError(f'{run} has no range.json: run monoloc-train --mode=range '
+                                  f'--workdir={run} first')
+      result = rundir.read_json(path, 'range result')
+    else:
+      result = dict(run)
+    if label is None:
+      label = display_name(result.get('variant')) or f'run {len(out) + 1}'
+      if any(label == l for l, _ in out) and isinstance(run, (str, pathlib.Path)):
+        label = f'{label} ({pathlib.Path(run).name})'
+    out.append((str(label), result))
+  if not out:
+    raise errors.MonolocError('no range results to plot')
+  return out
+
+
+def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> Figure:
+  """A range evaluation (range.json): `metric` against every length, one curve per run.
+
+  runs: one range.json dict or workdir, a sequence of them or {label: one}. Each
+  run's line is its median over seeds (gid 'range:<label>'); with one run, each
+  seed is a thin line beside it. The training lengths are shaded (gid
+  'training-band') and the dev lengths marked by dotted lines; the x axis is linear.
+  Runs of different tasks are refused (their lengths count different units).
+  """
+  named = _range_runs(runs)
+  seen = {r.get('task') for _, r in named}
+  if len(seen) > 1:
+    raise errors.MonolocError(f"runs of different tasks cannot share a length axis "
+                              f"({', '.join(sorted(map(str, seen)))}); plot each task separately")
+  first = named[0][1]
+  fig = Figure(figsize=(8.0, 4.2), layout='constrained')
+  ax = fig.add_subplot()
+  ax.set_label('range')
+  if first.get('train_lengths'):
+    lo, hi = first['train_lengths']
+    band = ax.axvspan(lo, hi, color='0.85', alpha=0.6, lw=0,
+                      label=f'training lengths ({lo:g}–{hi:g})')
+    band.set_gid(BAND_GID)
+  if first.get('dev_lengths'):
+    for k, x in enumerate(first['dev_lengths']):
+      ax.axvline(x, color='0.4', ls=':', lw=1.0,
+                 label=f"dev lengths ({first['dev_lengths'][0]:g}–"
+                       f"{first['dev_lengths'][1]:g})" if k == 0 else '_nolegend_')
+  for label, result in named:
+    x = result['lengths']
+    line, = ax.plot(x, result[metric], lw=1.8, zorder=3,
+                    label=f"{label} (median of {len(result['per_seed']['seeds'])} seeds, "
+                          f"n = {max(result['samples'])} per length)")
+    line.set_gid(f'{RANGE_GID}:{label}')
+    if len(named) == 1 and len(result['per_seed']['seeds']) > 1:
+      for k, (seed, values) in enumerate(zip(result['per_seed']['seeds'],
+                                             result['per_seed'][metric])):
+        ax.plot(x, values, lw=0.7, alpha=0.55, color=line.get_color(), zorder=2,
+                label='single seeds' if k == 0 else '_nolegend_')
+  ax.set_xlim(min(r['lengths'][0] for _, r in named) - 0.5,
+              max(r['lengths'][-1] for _, r in named) + 0.5)
+  if metric != 'edit_distance':
+    ax.set_ylim(-2, 102)
+    ax.set_yticks(range(0, 101, 20))
+  ax.set_xlabel(f"{LENGTH_LABEL} ({first.get('length_unit') or 'tokens'})")
+  ax.set_ylabel({'accuracy': ACCURACY_LABEL, 'token_accuracy': 'per-token accuracy (%)',
+                 'edit_distance': 'mean edit distance'}.get(metric, metric))
+  ax.grid(alpha=0.3)
+  ax.legend(loc='upper left', bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+  ax.set_title(title or f"{first.get('task')}: range evaluation")
+  return fig
+
+
 # ---------------------------------------------------------------------------
 # Training curves.
 # ---------------------------------------------------------------------------

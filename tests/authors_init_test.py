@@ -592,7 +592,8 @@ def test_model_with_authors_normaliser_attends_with_their_weights():
 # 5. The config fields.
 # ---------------------------------------------------------------------------
 def test_config_defaults_are_the_library():
-  cfg = ml_collections.ConfigDict({'variant': 'onestep', 'mono_gate_init': -20.0})
+  cfg = default.get_config()
+  cfg.variant = 'onestep'
   variant = variants.from_config(cfg)
   assert variant is variants.get('onestep')       # no option: the registry's object
   assert variant.sigma_bias and variant.location_normaliser is attention.PADDING_FREE
@@ -602,7 +603,8 @@ def test_config_defaults_are_the_library():
 
 
 def test_explicit_variant_takes_the_options_too():
-  cfg = ml_collections.ConfigDict({'sigma_bias': False, 'location_normaliser': 'authors_code'})
+  cfg = default.get_config()
+  cfg.sigma_bias, cfg.location_normaliser = False, 'authors_code'
   variant = variants.with_config_options(variants.get('mono'), cfg)
   assert not variant.sigma_bias
   assert variant.location_normaliser is attention.AUTHORS_CODE_NORMALISER

@@ -9,7 +9,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
@@ -19,6 +18,7 @@ from monoloc_jax import backbones
 from monoloc_jax import errors
 from monoloc_jax import variants
 from monoloc_jax.backbones import gru
+from monoloc_jax.configs import default
 
 VOCAB = 11
 FAST = compile_options.fast()
@@ -27,8 +27,7 @@ NOT_MIXING_IN_REFERENCE = ('mix_onestep', 'mix_onestep_pr', 'mix_mono', 'mix_mon
 
 
 def config(**fields):
-  c = ml_collections.ConfigDict({'variant': 'onestep', 'mix_mode': 'paper',
-                                 'mono_gate_init': -20.0})
+  c = default.get_config()
   c.update(fields)
   return c
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from monoloc_jax import config_paths
 from monoloc_jax import errors
 from monoloc_jax import rundir
 
@@ -733,8 +734,9 @@ def test_procedure_tags_are_recipe_views_and_committed_units_keep_their_override
       continue
     unit = grid.Unit(unit_json['grid'], unit_json['task'], unit_json['label'], unit_json['seed'])
     assert unit.path(EXPERIMENTS.parent / 'results', '.json') == path
-    now = unit.overrides
-    for field, value in unit_json['overrides'].items():
+    now = config_paths.flatten(config_paths.upgrade(unit.overrides))
+    stored = config_paths.flatten(config_paths.upgrade(unit_json['overrides']))  # old flat names
+    for field, value in stored.items():
       if (field, value) == ('mix_mode', 'reference_code'):
         value = 'authors_code'
       assert now.get(field) == value, (path, field, value, now.get(field))

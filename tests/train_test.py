@@ -579,7 +579,9 @@ def test_help_lists_every_flag_and_config_field():
   for flag in ('--workdir', '--mode', '--task', '--model', '--seeds', '--data_dir', '--inputs',
                '--seed_index', '--config'):
     assert f'\n  {flag}: ' in proc.stdout, flag
-  for field, value in default.get_config().items():
+  fields = config_paths.flatten(default.get_config().to_dict())   # groups: 'gru.embed_dim'
+  assert 'gru.embed_dim' in fields and 'transformer.layers' in fields
+  for field, value in fields.items():
     assert f'\n  --config.{field}={value!r}' in proc.stdout, field
   assert '\n  quick ' in proc.stdout and 'MONOLOC_XLA_CACHE' in proc.stdout
 

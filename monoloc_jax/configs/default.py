@@ -49,6 +49,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.update(recipes.LIBRARY)
   c.warmup_steps = 0         # scale update k (0-based) by min(1, (k + 1) / N); 0 = no warmup
   c.eval_batch_size = 256    # batch size of dev and test decoding
+  # Range evaluation (--mode=range, range_eval.py): every length of a range.
+  c.range_lengths = ''       # 'lo:hi' (inclusive); '' = 1:L, L = min(500, 10x longest train length)
+  c.range_samples = 200      # examples drawn per length (fixed seed, none from the training data)
 
   # Speed only (same model, same forward numbers; gradients agree to float rounding);
   # also gru.decoder_backward.
