@@ -208,11 +208,7 @@ def evaluate(workdir: str, config_overrides: Optional[Dict[str, Any]] = None) ->
   records the overrides, the splits scored, and which were 'replaced' / 'partial'.
   """
   overrides = dict(config_overrides or {})
-  refused = sorted(set(overrides) - set(EVALUATE_OVERRIDES))
-  if refused:
-    raise errors.MonolocError(
-        f"--mode=evaluate cannot change config.{refused[0]}; it may change only "
-        f"{', '.join(EVALUATE_OVERRIDES)}")
+  rundir.refuse_overrides('evaluate', overrides, EVALUATE_OVERRIDES)
   rundir.load_config(pathlib.Path(workdir))     # a clear error if this is no run directory
   with rundir.os_errors(f'cannot use the workdir {workdir}'), rundir.lock(pathlib.Path(workdir)):
     return _evaluate(workdir, overrides)

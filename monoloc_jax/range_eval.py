@@ -334,11 +334,7 @@ def range_evaluate(workdir: str, lengths: Optional[str] = None, samples: Optiona
   Writes range.json, range.csv and range.png into `workdir`; returns range.json's dict.
   """
   overrides = dict(config_overrides or {})
-  refused = sorted(set(overrides) - set(RANGE_OVERRIDES))
-  if refused:
-    raise errors.MonolocError(
-        f"--mode=range cannot change config.{refused[0]}; it may change only "
-        f"{', '.join(RANGE_OVERRIDES)}")
+  rundir.refuse_overrides('range', overrides, RANGE_OVERRIDES)
   workdir = pathlib.Path(workdir)
   config = rundir.load_config(workdir)       # a clear error if this is no run directory
   config.update(overrides)

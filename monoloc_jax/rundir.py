@@ -19,7 +19,7 @@ import json
 import os
 import pathlib
 import platform
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import ml_collections
 
@@ -162,6 +162,15 @@ def with_defaults(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
   config = default.get_config()
   config.update(_current_names(stored))
   return config
+
+
+def refuse_overrides(mode: str, overrides: Mapping[str, Any], allowed: Sequence[str]) -> None:
+  """A one-line MonolocError when `overrides` (a finished run's --config.FIELD values for
+  --mode=`mode`) holds a field outside `allowed`."""
+  refused = sorted(set(overrides) - set(allowed))
+  if refused:
+    raise errors.MonolocError(f"--mode={mode} cannot change config.{refused[0]}; it may "
+                              f"change only {', '.join(allowed)}")
 
 
 def config_changes(stored, given) -> List[Tuple[str, Any, Any]]:

@@ -43,7 +43,7 @@ diamond at 5 inside the band. SCAN and CFQ have a single
 import json
 import math
 import pathlib
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from matplotlib import ticker
 from matplotlib.figure import Figure
@@ -494,26 +494,33 @@ def dev_point(results: Mapping[str, Any]) -> Optional[Tuple[float, float, float,
   return span[0], span[1], float(np.median(per_seed)), per_seed
 
 
-def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
-  """[(label, results dict)] from a mapping, a sequence, one results dict or one workdir."""
-  if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and 'test' in runs):
+def _labelled_runs(runs, is_one: Callable[[Any], bool], load: Callable[[Any], Dict[str, Any]],
+                   what: str) -> List[Tuple[str, Dict[str, Any]]]:
+  """[(label, dict)] from a mapping {label: run}, a sequence of runs or one run (`is_one`);
+  a run is a workdir (read with `load`) or its dict. An unlabelled run is named by its
+  variant, with its workdir's name when two share one."""
+  if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and is_one(runs)):
     runs = [runs]
-  if isinstance(runs, Mapping):
-    items = list(runs.items())
-  else:
-    items = [(None, r) for r in runs]
+  items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
   out = []
   for label, run in items:
-    results = load_results(run) if isinstance(run, (str, pathlib.Path)) else dict(run)
-    if 'test' not in results:
-      raise errors.MonolocError(f'run {label or ""} has no "test" results')
+    result = load(run) if isinstance(run, (str, pathlib.Path)) else dict(run)
     if label is None:
-      label = display_name(results.get('variant', results.get('model'))) or f'run {len(out) + 1}'
+      label = display_name(result.get('variant', result.get('model'))) or f'run {len(out) + 1}'
       if any(label == l for l, _ in out) and isinstance(run, (str, pathlib.Path)):
         label = f'{label} ({pathlib.Path(run).name})'
-    out.append((str(label), results))
+    out.append((str(label), result))
   if not out:
-    raise errors.MonolocError('no runs to plot')
+    raise errors.MonolocError(f'no {what} to plot')
+  return out
+
+
+def _named_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
+  """[(label, results dict)] from a mapping, a sequence, one results dict or one workdir."""
+  out = _labelled_runs(runs, lambda r: 'test' in r, load_results, 'runs')
+  for label, results in out:
+    if 'test' not in results:
+      raise errors.MonolocError(f'run {label} has no "test" results')
   return out
 
 
@@ -637,27 +644,13 @@ RANGE_GID = 'range'            # gid prefix of each run's median range curve ('r
 
 def _range_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
   """[(label, range.json dict)] from one range dict or workdir, a sequence or a mapping."""
-  if isinstance(runs, (str, pathlib.Path)) or (isinstance(runs, Mapping) and 'lengths' in runs):
-    runs = [runs]
-  items = list(runs.items()) if isinstance(runs, Mapping) else [(None, r) for r in runs]
-  out = []
-  for label, run in items:
-    if isinstance(run, (str, pathlib.Path)):
-      path = _workdir(run) / 'range.json'
-      if not path.is_file():
-        raise errors.MonolocError(f'{run} has no range.json: run monoloc-train --mode=range '
-                                  f'--workdir={run} first')
-      result = rundir.read_json(path, 'range result')
-    else:
-      result = dict(run)
-    if label is None:
-      label = display_name(result.get('variant')) or f'run {len(out) + 1}'
-      if any(label == l for l, _ in out) and isinstance(run, (str, pathlib.Path)):
-        label = f'{label} ({pathlib.Path(run).name})'
-    out.append((str(label), result))
-  if not out:
-    raise errors.MonolocError('no range results to plot')
-  return out
+  def load(run):
+    path = _workdir(run) / 'range.json'
+    if not path.is_file():
+      raise errors.MonolocError(f'{run} has no range.json: run monoloc-train --mode=range '
+                                f'--workdir={run} first')
+    return rundir.read_json(path, 'range result')
+  return _labelled_runs(runs, lambda r: 'lengths' in r, load, 'range results')
 
 
 def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> Figure:
