@@ -70,21 +70,24 @@ done
 
 if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # The authors' code on the Table 4 / 6 runs that still disagree with the paper under the
-  # authors' procedure (issue "Fidelity III"): two seeds of each of the seven, then seeds
+  # authors' procedure (issue "Fidelity III"): two seeds of each of the seven, and seeds
   # 3-4 of Inv Reverse ReCopy / MonoAttn (their code's seeds 0-2 solve it at length 100;
-  # ours 1 of 5), so that each code has five seeds of that row. Two workers, one per core,
+  # ours 1 of 5), so that each code has five seeds of that row (queued early: whether the
+  # two rates differ decides whether a cause must be found). Two workers, one per core,
   # each with its own half of the queue; each unit is collected into results/authors_code/
   # as it finishes (the JSON is committed by hand with commit_results.sh). Units already
   # collected (on this or an earlier machine) are skipped.
-  Q0="copy/onestep_minus_step3:0 inv_recopy/onestep_minus_sigmoid:0 lookup/onestep_minus_sigmoid:0 \
-      dedupe/onestep:0 copy/onestep_minus_step3:1 inv_recopy/onestep_minus_sigmoid:1 \
-      lookup/onestep_minus_sigmoid:1 dedupe/onestep:1 inv_reverse_recopy/mono:3"
-  Q1="inv_recopy/onestep_minus_step3:0 reverse_copy/onestep_minus_step2:0 dedupe/locattn:0 \
-      inv_recopy/onestep_minus_step3:1 reverse_copy/onestep_minus_step2:1 dedupe/locattn:1 \
-      inv_reverse_recopy/mono:4"
+  Q0="copy/onestep_minus_step3:0 inv_recopy/onestep_minus_sigmoid:0 inv_reverse_recopy/mono:3 \
+      lookup/onestep_minus_sigmoid:0 dedupe/onestep:0 copy/onestep_minus_step3:1 \
+      inv_recopy/onestep_minus_sigmoid:1 lookup/onestep_minus_sigmoid:1 dedupe/onestep:1"
+  Q1="inv_recopy/onestep_minus_step3:0 reverse_copy/onestep_minus_step2:0 inv_reverse_recopy/mono:4 \
+      dedupe/locattn:0 inv_recopy/onestep_minus_step3:1 reverse_copy/onestep_minus_step2:1 \
+      dedupe/locattn:1"
   A="$PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
      --results_dir=$HERE/results"
-  for core in 0 1; do
+  # CODE_CORES (default "0 1") starts only some of the two workers, e.g. to restart one
+  # worker on a new order while the other's unit finishes.
+  for core in ${CODE_CORES:-0 1}; do
     [ $core = 0 ] && Q=$Q0 || Q=$Q1
     nohup setsid taskset -c $core nice -n 5 bash -c "
     $AUTOGROUP
