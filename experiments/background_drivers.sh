@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The background reproduction drivers of the open issues (MEASUREMENTS.md §6), restartable.
 #
-#   bash experiments/background_drivers.sh [all|jax|authors|code]     # from the repository root
+#   bash experiments/background_drivers.sh [all|jax|authors|code|retrain]   # from the repo root
 #
 # all: every driver; jax: all but the authors'-code queue; authors: only the authors'
 # procedure's two workers (to restart them on new code while the others run on); code:
-# only the authors'-code queue (to restart it on a new order).
+# only the authors'-code queue (to restart it on a new order); retrain: only the reruns of
+# finished units whose checkpoints are gone (Table 6's test_iid, the horizons), at the lowest
+# priority, so that they take a core as the authors'-code queue leaves it.
 #
 # Expects beside this checkout (MEASUREMENTS.md §6, experiments/authors_code/README.md):
 #   ../grid-src  a clone of main (`git clone <this checkout> ../grid-src`): the grids run
@@ -33,8 +35,8 @@ LOGS=$(mkdir -p ../logs && cd ../logs && pwd)
 RUNS=$(cd .. && pwd)
 PY="$HERE/.venv/bin/python"
 WHICH=${1:-all}
-case "$WHICH" in all|jax|authors|code) ;; *)
-  echo "error: unknown driver set '$WHICH'; use all, jax, authors or code" >&2; exit 2;;
+case "$WHICH" in all|jax|authors|code|retrain) ;; *)
+  echo "error: unknown driver set '$WHICH'; use all, jax, authors, code or retrain" >&2; exit 2;;
 esac
 # Give the autogroup of the driver this starts the nice value of that driver (see above).
 AUTOGROUP='n=$(ps -o ni= -p $$); echo $n > /proc/self/autogroup 2>/dev/null || true'
@@ -55,7 +57,7 @@ SAMPLE2A=copy/mono.authors,reverse_copy/onestep.authors,lookup/onestep.authors,r
 # seeds 0-2 disagree on a mark (grid.split_run). One worker per core; the units' workdir
 # locks keep each unit to one worker.
 for core in 0 1; do
-  [ "$WHICH" = code ] && break
+  [ "$WHICH" = code ] || [ "$WHICH" = retrain ] && break
   nohup setsid taskset -c $core nice -n $((core == 0 ? 10 : 5)) bash -c "
   $AUTOGROUP
   $R --grid=table4_authors --runs=$DIS4A --seeds=1,2 --workdir=$RUNS/runs-authors
@@ -67,6 +69,27 @@ for core in 0 1; do
   $R --grid=table4_authors,table6_authors,table2_authors --seeds=3,4 --split_runs_only --workdir=$RUNS/runs-authors
   " >> "$LOGS/authors_proc$core.log" 2>&1 &
 done
+
+if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
+  # Units committed from an earlier machine have no checkpoint here, so scoring them on
+  # something new means training them again (reproduce.py --retrain_gone; each rerun
+  # records whether it reproduced the committed figures). One worker per core: Table 6's
+  # test_iid (issue "Fidelity III"), then the horizons of the best seed of every Table 2
+  # run under the authors' procedure and every Transformer-grid run (issue "Range
+  # evaluation").
+  for core in 0 1; do
+    [ $core = 0 ] && T6=dedupe || T6=posretrieve
+    [ $core = 0 ] && HZ="--grid=table2_authors" || HZ="--grid=transformer"
+    RUNS6=$(echo content relative locattn bi_relative onestep mono | tr ' ' '\n' | \
+            sed "s|.*|$T6/&.authors|" | paste -sd, -)
+    nohup setsid taskset -c $core nice -n 19 bash -c "
+    $AUTOGROUP
+    $R --grid=table6_authors --runs=$RUNS6 --seeds=0,1,2,3,4 --add_test_splits=test_iid \
+       --retrain_gone --workdir=$RUNS/runs-authors
+    $R $HZ --seeds=0,1,2,3,4 --range_evaluate --workdir=$RUNS/runs-range
+    " >> "$LOGS/retrain$core.log" 2>&1 &
+  done
+fi
 
 if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # The authors' code on the Table 4 / 6 runs that still disagree with the paper under the
@@ -99,7 +122,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   done
 fi
 
-if [ "$WHICH" = authors ] || [ "$WHICH" = code ]; then
+if [ "$WHICH" = authors ] || [ "$WHICH" = code ] || [ "$WHICH" = retrain ]; then
   echo "drivers started ($WHICH)"; exit 0
 fi
 

@@ -534,27 +534,31 @@ def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
 
 
 def other_table(results, name: str, title: str, task_list, variant_list,
-                tag: str = '') -> List[str]:
-  """A table of grid `name`'s units labelled variant + `tag`."""
+                tag: str = '', iid: bool = False) -> List[str]:
+  """A table of grid `name`'s units labelled variant + `tag` (iid: with an IID column,
+  `_iid_cell`, as the paper's Table 6 has)."""
   records_all = [r for (g, _, _), rs in results.items() if g == name for r in rs]
   lines = [f'## {title}', '', _protocol(records_all), '',
            'Median sequence accuracy (%) over seeds / mean edit distance (tokens), per length.',
            '']
+  if iid:
+    lines += [_IID_NOTE, '']
   for task in task_list:
     splits = splits_of(task)
     lines += [f'### {TASK_NAMES[task]}', '',
-              '| variant | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits) + ' |',
-              '|' + '---|' * (2 + len(splits))]
+              '| variant | seeds | ' + ('IID [per seed] | ' if iid else '') +
+              ' | '.join(f'len {LENGTH_OF[s]}' for s in splits) + ' |',
+              '|' + '---|' * (2 + iid + len(splits))]
     for variant in variant_list:
       records = results.get((name, task, variant + tag), [])
       if records:
-        cells = []
+        cells = [_iid_cell(records)] if iid else []
         for split in splits:
           acc = _median([r['test'][split]['accuracy'] for r in records])
           edit = sum(r['test'][split]['edit_distance'] for r in records) / len(records)
           cells.append(f'{_fmt(acc)} / {edit:.2f}')
       else:
-        cells = ['not run'] * len(splits)
+        cells = ['not run'] * (iid + len(splits))
       lines.append(f"| {variant} | {len(records)} | {' | '.join(cells)} |")
     lines.append('')
   return lines
@@ -690,14 +694,27 @@ def _transformer_settings(records: Sequence[Mapping[str, Any]]) -> str:
                                      for key, what in TRANSFORMER_SETTINGS) + '.'
 
 
+_IID_NOTE = ("IID: test_iid (the training lengths). A unit trained before test_iid was "
+             "scored, whose checkpoint is gone, was trained again from scratch to score it "
+             "(`reproduce.py --add_test_splits=test_iid --retrain_gone`); † marks a seed "
+             "whose rerun did not reproduce its committed figures within one example, so its "
+             "IID figure is the rerun's. '–': not scored yet.")
+
+
 def _iid_cell(records: Sequence[Mapping[str, Any]]) -> str:
-  """Median test_iid accuracy over the units scored on it [per seed, '–' = not scored]."""
+  """Median test_iid accuracy over the units scored on it [per seed, '–' = not scored,
+  † = added by a retrain that did not reproduce the unit's committed figures]."""
   accs = [r['test'].get('test_iid', {}).get('accuracy') for r in records]
   scored = [a for a in accs if a is not None]
   if not scored:
     return '–'
+  def seed_cell(r, a):
+    if a is None:
+      return '–'
+    note = r.get('added_test_splits', {}).get('test_iid', {})
+    return _fmt(a) + ('†' if note.get('reproduced') is False else '')
   return (f"{_fmt(_median(scored))} "
-          f"[{', '.join('–' if a is None else _fmt(a) for a in accs)}]")
+          f"[{', '.join(seed_cell(r, a) for r, a in zip(records, accs))}]")
 
 
 def transformer_grid(results) -> List[str]:
@@ -779,6 +796,97 @@ def transformer_dropout05(results) -> List[str]:
       lines.append(f"| {TASK_NAMES[task]} | {label.split('.')[0]} | {dropout} | {len(records)} | "
                    f"{' | '.join(cells)} | {epochs} |")
   return lines + ['']
+
+
+# The runs range-evaluated for the horizon section (`reproduce.py --range_evaluate`):
+# (grid, its tasks, its labels, title).
+HORIZON_GRIDS = (
+    ('table2_authors', grids_lib.TABLE2_TASKS,
+     tuple(v + AUTHORS_TAG for v in grids_lib.TABLE2_VARIANTS),
+     "Table 2's runs under the protocol (the authors' procedure)"),
+    ('transformer', grids_lib.TABLE2_TASKS, None, 'the Transformer grid'),
+)
+
+
+def load_ranges(results_dir: pathlib.Path) -> Dict[Tuple[str, str, str], Dict[str, Any]]:
+  """{(grid, task, label): record} of results/range/<grid>/<task>/<label>.json."""
+  out = {}
+  for path in sorted((results_dir / 'range').glob('*/*/*.json')):
+    record = json.loads(path.read_text(encoding='utf-8'))
+    out[(record['grid'], record['task'], record['label'])] = record
+  return out
+
+
+def _hidden(record: Mapping[str, Any]) -> Optional[str]:
+  """What the fixed lengths hid about a run: its horizon H when H lies strictly between
+  two of its fixed test lengths and the next one fails ('holds to 25, 0 at 30'), else
+  None."""
+  fixed = sorted((float(LENGTH_OF[s]), s) for s in record['committed_test']
+                 if s in LENGTH_OF)
+  h = record.get('horizon')
+  if not h:
+    return None
+  for (lo, _), (hi, split) in zip(fixed, fixed[1:]):
+    acc = record['committed_test'][split]['accuracy']
+    if lo < h < hi and mark(acc) != 'solved':
+      return f'holds to {h:g}, {_fmt(acc)} at {hi:g}'
+  return None
+
+
+def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[str]:
+  """The horizon section: per grid, a variant x task table of each run's best seed's
+  horizon and OOD score over the range, one figure per task (every variant's curve),
+  and the runs whose horizon the fixed-length tables hid."""
+  from monoloc_jax import viz  # pylint: disable=g-import-not-at-top
+  ranges = load_ranges(results_dir)
+  lines = ['## Horizons: every length, not three', '',
+           "Each run's best seed (highest committed accuracy at its longest test length, "
+           'then the next) range-evaluated by `python experiments/reproduce.py '
+           '--range_evaluate` (200 samples per length drawn from the task\'s generator, '
+           'none a training input; the digit tasks at lengths 1–200, Lookup over '
+           'its default range in source tokens). Cell: horizon (the longest length up to '
+           'which accuracy stays ≥ 90% at every length) / OOD score (mean per-token accuracy '
+           'over the lengths above training). A seed whose workdir was gone was trained '
+           'again first; † marks one whose rerun did not reproduce its committed figures.', '']
+  for grid_name, task_list, labels, title in HORIZON_GRIDS:
+    runs = sorted({(t, l) for (g, t, l) in results if g == grid_name})
+    if labels is not None:
+      runs = [(t, l) for t, l in runs if l in labels]
+    have = {(t, l): ranges[(grid_name, t, l)] for t, l in runs if (grid_name, t, l) in ranges}
+    if not runs:
+      continue
+    lines += [f'### {title}', '', f'{len(have)} of {len(runs)} runs range-evaluated.', '']
+    if not have:
+      continue
+    shown_tasks = [t for t in task_list if any(k[0] == t for k in have)]
+    row_labels = sorted({l for _, l in have}, key=lambda l: (
+        [l2 for _, l2 in runs].index(l), l))
+    lines += ['| variant | ' + ' | '.join(TASK_NAMES[t] for t in shown_tasks) + ' |',
+              '|' + '---|' * (1 + len(shown_tasks))]
+    for label in row_labels:
+      cells = []
+      for t in shown_tasks:
+        r = have.get((t, label))
+        if r is None:
+          cells.append('–')
+          continue
+        dagger = '†' if (r.get('retrained') or {}).get('reproduced') is False else ''
+        cells.append(f"{r['horizon']:g} / {_fmt(r['ood_score'])}{dagger}")
+      lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+    lines.append('')
+    hidden = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}: {_hidden(r)})'
+              for (t, l), r in sorted(have.items()) if _hidden(r)]
+    lines += (['What the fixed lengths hid: ' + '; '.join(hidden) + '.', ''] if hidden else
+              ['No run holds to a length between its fixed test lengths and fails the next.',
+               ''])
+    for t in shown_tasks:
+      curves = {label: r for (t2, label), r in sorted(have.items()) if t2 == t}
+      name = f'{grid_name}.{t}.png'
+      if figures:
+        fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}')
+        viz.save(fig, results_dir / 'range' / 'figures' / name)
+      lines += [f'![{TASK_NAMES[t]}](results/range/figures/{name})', '']
+  return lines
 
 
 def _missing_lines(units: Sequence[grids_lib.Unit], have: set, what: str) -> List[str]:
@@ -1082,9 +1190,10 @@ def embed_notes(text: str, facts: Facts) -> str:
 
 
 def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
-           protocol: str = PROTOCOL, interim: str = INTERIM) -> str:
+           protocol: str = PROTOCOL, interim: str = INTERIM, figures: bool = True) -> str:
   """REPRODUCTION.md: Tables 2, 4 and 6 from `protocol`'s units (per table, `interim`'s
-  until that table's units are all in), the rest as named."""
+  until that table's units are all in), the rest as named; figures: also (re)draw the
+  horizon figures under results/range/figures/."""
   results = load_results(results_dir)
   paper = read_paper(paper_path)
   shown = shown_protocols(results, PROTOCOLS[protocol], PROTOCOLS[interim])
@@ -1109,7 +1218,8 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
   out += other_table(results, shown['table4'].grids['table4'], 'Table 4: OneStepAttn ablations',
                      grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, shown['table4'].tag)
   out += other_table(results, shown['table6'].grids['table6'], 'Table 6: DeDupe and PosRetrieve',
-                     ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, shown['table6'].tag)
+                     ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, shown['table6'].tag,
+                     iid=True)
   out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)
@@ -1119,6 +1229,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
   out += authors_code(authors_runs, results, paper)
   out += transformer_grid(results)
   out += transformer_dropout05(results)
+  out += horizons(results_dir, results, figures)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'
 
@@ -1126,7 +1237,7 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
 def main(argv) -> None:
   del argv
   f = flags.FLAGS
-  text = render(pathlib.Path(f.results_dir))
+  text = render(pathlib.Path(f.results_dir), figures=not f.check)
   out = pathlib.Path(f.out)
   if f.check:
     if not out.exists() or out.read_text(encoding='utf-8') != text:

@@ -182,6 +182,123 @@ def add_test_splits(unit: grids_lib.Unit, splits: Sequence[str], results_dir: pa
   return missing
 
 
+def retrain(unit: grids_lib.Unit, record: Mapping[str, Any], extra_splits: Sequence[str],
+            base_config, workdir: pathlib.Path, data_dirs: DataDirs
+            ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+  """Trains a finished unit whose workdir is gone again from scratch, into its workdir
+  (its grid's config, the same seed and data; an interrupted retrain resumes), scored on
+  the splits its committed JSON `record` has and on `extra_splits`.
+
+  Returns (test entries of the retrained model, by split; a note for the JSON: the code,
+  its epochs and best-dev epoch, and `reproduced`: whether it scored every committed
+  split within one example of the committed figure, else also `retrained_test`, what it
+  scored on them)."""
+  from monoloc_jax import train  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data_dirs.for_task(unit.task)
+  config = unit_config(base_config, unit, data_dir)
+  committed = record['test']
+  config.test_splits = ','.join([*committed, *[s for s in extra_splits if s not in committed]])
+  results = train.train_and_evaluate(config, str(unit.path(workdir)))
+  again = {split: _test_entry(r) for split, r in results['test'].items()}
+  reproduced = all(abs(again[split]['accuracy'] - entry['accuracy']) <=
+                   100.0 / max(int(entry.get('n') or 1), 1) + 1e-9
+                   for split, entry in committed.items())
+  note: Dict[str, Any] = {
+      'code': code_commit(),
+      'how': ('retrained from scratch (the workdir was gone): the same grid config, seed '
+              'and data; scored from its best-dev checkpoint'),
+      'reproduced': reproduced, 'epochs': int(results['epochs']),
+      'best_dev_epoch': int(results['dev']['best_epoch_per_seed'][0])}
+  if not reproduced:
+    note['retrained_test'] = {split: again[split] for split in committed}
+  return again, note
+
+
+def retrain_and_add_splits(unit: grids_lib.Unit, splits: Sequence[str], base_config,
+                           results_dir: pathlib.Path, workdir: pathlib.Path,
+                           data_dirs: DataDirs) -> List[str]:
+  """`add_test_splits` for a unit whose workdir is gone: `retrain` it, add the splits its
+  JSON lacks, keep the committed figures, and record the retrain's note per added split
+  under 'added_test_splits' (so the report can say where an added split comes from a
+  rerun that differs). Returns the splits added ([] if none was missing)."""
+  path = unit.path(results_dir, '.json')
+  record = json.loads(path.read_text(encoding='utf-8'))
+  missing = [s for s in splits if s not in record['test']]
+  if not missing:
+    return []
+  again, note = retrain(unit, record, missing, base_config, workdir, data_dirs)
+  for split in missing:
+    record['test'][split] = again[split]
+  record.setdefault('added_test_splits', {}).update({s: dict(note) for s in missing})
+  write_json_atomic(path, record)
+  return missing
+
+
+# The range each run of a grid is range-evaluated over (`--range_evaluate`): the digit
+# tasks 1-200 (twenty times their longest training length); a task not listed, its
+# `range_eval.default_range` (Lookup: what its tables can compose).
+RANGE_LENGTHS = {task: '1:200' for task in ('copy', 'reverse_copy', 'recopy', 'reverse_recopy',
+                                            'inv_recopy', 'inv_reverse_recopy', 'dedupe',
+                                            'posretrieve')}
+RANGE_SAMPLES = 200
+
+
+def best_seed(task: str, records: Mapping[int, Mapping[str, Any]]) -> int:
+  """The seed of a run whose committed figures are best: the highest accuracy at the
+  task's longest paper split, then at the next longest, …, then the best dev accuracy;
+  ties go to the lower seed."""
+  from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  splits = list(reversed(tasks.get(task).paper_splits))
+  def key(seed):
+    test = records[seed]['test']
+    return (*(test.get(s, {}).get('accuracy', -1.0) for s in splits),
+            records[seed].get('best_dev_accuracy', -1.0), -seed)
+  return max(records, key=key)
+
+
+def range_path(results_dir: pathlib.Path, unit: grids_lib.Unit) -> pathlib.Path:
+  """results/range/<grid>/<task>/<label>.json: the range evaluation of a run's best seed."""
+  return results_dir / 'range' / unit.grid / unit.task / f'{unit.label}.json'
+
+
+def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
+                       results_dir: pathlib.Path, workdir: pathlib.Path, data_dirs: DataDirs,
+                       lengths: str = '', samples: int = RANGE_SAMPLES) -> Optional[pathlib.Path]:
+  """Range-evaluates the best seed (`best_seed`) of one run's finished units and writes
+  `range_path`: range.json's figures for that seed, which seed and why, and, where its
+  workdir was gone, `retrained`: the note of `retrain` (whether it reproduced the seed).
+  Returns the path written, or None if the run has no finished unit or is already done."""
+  from monoloc_jax import range_eval  # pylint: disable=g-import-not-at-top
+  records = {u.seed: json.loads(u.path(results_dir, '.json').read_text(encoding='utf-8'))
+             for u in units_of_run if u.path(results_dir, '.json').exists()}
+  if not records:
+    return None
+  seed = best_seed(units_of_run[0].task, records)
+  unit = next(u for u in units_of_run if u.seed == seed)
+  out = range_path(results_dir, unit)
+  lengths = lengths or RANGE_LENGTHS.get(unit.task, '')
+  if out.exists():
+    done = json.loads(out.read_text(encoding='utf-8'))
+    if done.get('seed') == seed and done.get('range_lengths') == lengths:
+      return None
+  run_dir = unit.path(workdir)
+  retrained = None
+  if not (run_dir / 'results.json').exists():
+    retrained = retrain(unit, records[seed], (), base_config, workdir, data_dirs)[1]
+  t0 = time.time()
+  result = range_eval.range_evaluate(str(run_dir), lengths or None, samples)
+  record = {k: v for k, v in result.items() if k != 'versions'}   # range.json, one seed
+  record.update({
+      'grid': unit.grid, 'task': unit.task, 'variant': unit.variant, 'label': unit.label,
+      'seed': seed,
+      'seed_rule': 'best committed accuracy at the longest paper split, then the next',
+      'range_lengths': lengths, 'range_wall_time_s': round(time.time() - t0, 1),
+      'committed_test': records[seed]['test'], 'retrained': retrained,
+      'code': code_commit(), 'versions': unit_versions({})})
+  write_json_atomic(out, record)
+  return out
+
+
 def run_wall_s(results: Mapping[str, Any], this_process_s: float) -> float:
   """A run's wall seconds over every process that trained it (results.json's
   `wall_time_s`: a resumed run counts the processes before it too), else the seconds
@@ -443,7 +560,19 @@ _MAX_UNITS = flags.DEFINE_integer('max_units', 0, 'Stop after this many units (0
 _ADD_SPLITS = flags.DEFINE_string(
     'add_test_splits', '', 'Instead of training: score the finished units of the selected '
     "grids, seeds and runs on these test splits too (a comma list, e.g. 'test_iid'), from "
-    "each unit's best-dev checkpoint under --workdir, and add them to its results JSON.")
+    "each unit's best-dev checkpoint under --workdir, and add them to its results JSON "
+    '(a unit whose workdir is gone: see --retrain_gone).')
+_RETRAIN = flags.DEFINE_bool(
+    'retrain_gone', False, 'With --add_test_splits: train a unit whose workdir is gone again '
+    'from scratch (same config, seed, data) to score the missing splits; the JSON records '
+    'whether the retrained model reproduced its committed figures (within one example).')
+_RANGE = flags.DEFINE_bool(
+    'range_evaluate', False, "Instead of training: range-evaluate the best seed of each "
+    "selected run (results/range/<grid>/<task>/<label>.json), from its workdir's best-dev "
+    'checkpoint, training that seed again from scratch where its workdir is gone.')
+_RANGE_LENGTHS = flags.DEFINE_string(
+    'range_lengths', '', "--range_evaluate: 'lo:hi' for every run ('' = RANGE_LENGTHS per "
+    'task, else the task\'s default range).')
 _SPLIT_ONLY = flags.DEFINE_bool(
     'split_runs_only', False, 'Only runs whose seeds 0, 1 and 2 are all finished and disagree '
     'on the solved / partial / failed mark at a compared length (a median within one seed of '
@@ -521,9 +650,26 @@ def main(argv) -> None:
           flush=True)
     for i, u in enumerate(done):
       added = add_test_splits(u, splits, results_dir, workdir)
-      what = ('its workdir is gone; not scored' if added is None else
+      if added is None and _RETRAIN.value and data_dirs.for_task(u.task)[1] is None:
+        print(f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}: workdir gone; '
+              'retraining', flush=True)
+        added = retrain_and_add_splits(u, splits, flags.FLAGS.config, results_dir, workdir,
+                                       data_dirs)
+      what = ('its workdir is gone; not scored (--retrain_gone trains it again)'
+              if added is None else
               f"added {', '.join(added)}" if added else 'has them already')
       print(f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}: {what}', flush=True)
+    return
+  if _RANGE.value:
+    runs: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
+    for u in todo:
+      if data_dirs.for_task(u.task)[1] is None:
+        runs.setdefault((u.grid, u.task, u.label), []).append(u)
+    for i, (key, run_units) in enumerate(runs.items()):
+      written = range_evaluate_run(run_units, flags.FLAGS.config, results_dir, workdir,
+                                   data_dirs, _RANGE_LENGTHS.value)
+      print(f"[{i + 1}/{len(runs)}] {'/'.join(key)}: "
+            f"{'wrote ' + str(written) if written else 'done or no finished unit'}", flush=True)
     return
   if _DRY.value:
     for u in todo:

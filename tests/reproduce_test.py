@@ -130,7 +130,7 @@ def test_report_regenerates_byte_identically_and_states_the_cells(fixture_result
           in text)
   assert '| mix_mono.reference_code | 1 | 2.00 ± 0.00 | 2.0 | 21.08 ± 7.17 | **no** | – |' in text
   # Table 6: accuracy / edit distance.
-  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text
+  assert '| onestep | 1 | – | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text
   # The ReCopy / MonoAttn investigation: per-seed cells beside Table 2's rows.
   assert '| recopy_mono | mono.gate0 | 2 | 100.0 [100.0, 100.0] / 0.38 | 97.8 [96.5, 99.0] / ' \
          '0.38 | 65.5 [41.0, 90.0] / 0.38 | 100.0, 100.0 | 5, 5 |' in text
@@ -192,7 +192,7 @@ def test_report_tables_follow_the_chosen_protocol(fixture_results):
   assert "| 6 | `table6_authors` | 1 of 36 | the library's procedure (`table6`) |" in text
   # Table 2, ReCopy / mono: the library's failing seed while the authors' grid is partial.
   assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in text
-  assert '| onestep | 1 | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text   # Table 6
+  assert '| onestep | 1 | – | 50.0 / 1.25 | 25.0 / 1.25 | 0.0 / 1.25 |' in text   # Table 6
   # A disagreement line sets the other procedure's units and the authors' code beside it.
   assert ("- ReCopy / mono, length 30: ours 0.0 (failed), paper 100 (solved); beside it: the "
           "authors' procedure 99.0 [99.0]; the authors' code (100 epochs, patience 50) 50.0 "
@@ -206,7 +206,7 @@ def test_report_tables_follow_the_chosen_protocol(fixture_results):
           "[100.0, 0.0]; per-unit results in `results/table2_authors/recopy/mono.authors/"
           "seed{0}.json`.") in authors
   assert '| onestep | 0 | not run |' in authors                  # Copy: no authors' unit
-  assert '| onestep | 1 | 100.0 / 0.50 | 99.5 / 0.50 | 80.0 / 0.50 |' in authors
+  assert '| onestep | 1 | – | 100.0 / 0.50 | 99.5 / 0.50 | 80.0 / 0.50 |' in authors
   # Every Table 6 unit in under the authors' procedure: Table 6 switches, Table 2 does not.
   for u in grid.expected_units():
     if u.grid == 'table6_authors' and (u.task, u.label, u.seed) != ('dedupe', 'onestep.authors', 0):
@@ -214,7 +214,7 @@ def test_report_tables_follow_the_chosen_protocol(fixture_results):
                                     {'test_15': 90.0, 'test_30': 60.0, 'test_100': 30.0}))
   text = report.render(fixture_results)
   assert "| 6 | `table6_authors` | 36 of 36 | the authors' procedure (`table6_authors`) |" in text
-  assert '| onestep | 3 | 90.0 / 0.17 | 60.0 / 0.17 | 30.0 / 0.17 |' in text
+  assert '| onestep | 3 | – | 90.0 / 0.17 | 60.0 / 0.17 | 30.0 / 0.17 |' in text
   assert '| mono | 1 | 10.0 F [10.0] | 100 S | 0.0 F [0.0] | 100 S |' in text
   assert report.render(fixture_results, protocol='library') != text
 
@@ -380,8 +380,12 @@ def test_report_shows_the_transformer_grid_only_once_it_has_results(fixture_resu
   assert section.count('### ') == 8
   # Its units are not missing units of the reproduction.
   assert '9 of 423 required units have results; 414 missing.' in text
-  assert text.replace(text[text.index('## Beyond the paper'):text.index('## Missing units')],
-                      '') == without
+  def outside(report_text, start, end='## Missing units'):   # all but [start, end)
+    return report_text.replace(
+        report_text[report_text.index(start):report_text.index(end)], '')
+  # Only the Transformer sections and the horizons' Transformer part differ.
+  assert outside(text, '## Beyond the paper') == outside(without, '## Horizons')
+  assert '### the Transformer grid' in text[text.index('## Horizons'):]
 
 
 def test_transformer_grid_at_dropout_05_is_beyond_the_paper_and_reported_beside_the_grid(
@@ -505,6 +509,137 @@ def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   gone = grid.Unit('table2', 'copy', 'mono', 0)
   write(results, record('table2', 'copy', 'mono', 0, {'test_15': 100.0}))
   assert reproduce.add_test_splits(gone, ['test_iid'], results, work) is None
+
+
+def test_a_unit_whose_workdir_is_gone_is_retrained_to_add_a_split(tmp_path):
+  """--retrain_gone: the unit trains again from scratch; the committed figures stay, the
+  new split is added, and `reproduced` says whether the rerun scored what was committed."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15',
+              progress=False, perfect_dev_patience=3)
+  unit = grid.Unit('table2', 'copy', 'onestep', 0)
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  reproduce.run_unit(unit, base, results, work, reproduce.DataDirs())
+  saved = json.loads(unit.path(results, '.json').read_text())
+  shutil.rmtree(unit.path(work))
+  assert reproduce.add_test_splits(unit, ['test_iid'], results, work) is None
+  added = reproduce.retrain_and_add_splits(unit, ['test_iid', 'test_15'], base, results, work,
+                                           reproduce.DataDirs())
+  assert added == ['test_iid']
+  now = json.loads(unit.path(results, '.json').read_text())
+  assert now['test']['test_15'] == saved['test']['test_15']          # committed figures kept
+  assert now['test']['test_iid']['n'] == 16
+  note = now['added_test_splits']['test_iid']
+  assert note['reproduced'] is True and 'retrained_test' not in note, note
+  assert note['epochs'] == 1 and re.fullmatch(r'[0-9a-f]{40}', note['code']['commit'])
+  assert reproduce.retrain_and_add_splits(unit, ['test_iid'], base, results, work,
+                                          reproduce.DataDirs()) == []
+  # A committed figure the rerun does not reproduce (off by more than one example).
+  shutil.rmtree(unit.path(work))
+  tampered = dict(now, test={'test_15': dict(saved['test']['test_15'])})
+  tampered['test']['test_15']['accuracy'] = (saved['test']['test_15']['accuracy'] + 50) % 100
+  del tampered['added_test_splits']
+  unit.path(results, '.json').write_text(json.dumps(tampered))
+  reproduce.retrain_and_add_splits(unit, ['test_iid'], base, results, work, reproduce.DataDirs())
+  note = json.loads(unit.path(results, '.json').read_text())['added_test_splits']['test_iid']
+  assert note['reproduced'] is False
+  assert note['retrained_test']['test_15'] == saved['test']['test_15']
+
+
+def test_best_seed_ranks_the_longest_compared_split_first():
+  recs = {0: {'test': {'test_30': {'accuracy': 100.0}, 'test_100': {'accuracy': 10.0}}},
+          1: {'test': {'test_30': {'accuracy': 0.0}, 'test_100': {'accuracy': 12.0}}},
+          2: {'test': {'test_30': {'accuracy': 90.0}, 'test_100': {'accuracy': 12.0}}}}
+  assert reproduce.best_seed('copy', recs) == 2          # 12 at 100 ties; 90 > 0 at 30
+  recs[3] = dict(recs[2])
+  assert reproduce.best_seed('copy', recs) == 2          # a full tie: the lower seed
+  recs[3] = {'test': recs[2]['test'], 'best_dev_accuracy': 99.0}
+  assert reproduce.best_seed('copy', recs) == 3          # then the best dev accuracy
+
+
+def test_range_evaluating_a_run_retrains_its_best_seed_when_its_workdir_is_gone(tmp_path):
+  import shutil  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15',
+              progress=False, perfect_dev_patience=3)
+  units = [grid.Unit('table2', 'copy', 'onestep', k) for k in (0, 1)]
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  for u in units:
+    reproduce.run_unit(u, base, results, work, reproduce.DataDirs())
+  committed = json.loads(units[1].path(results, '.json').read_text())
+  shutil.rmtree(units[1].path(work))
+  seed0 = json.loads(units[0].path(results, '.json').read_text())
+  seed0['test']['test_15']['accuracy'] = -1.0           # seed 1 is the best
+  units[0].path(results, '.json').write_text(json.dumps(seed0))
+  out = reproduce.range_evaluate_run(units, base, results, work, reproduce.DataDirs(),
+                                     lengths='1:12', samples=4)
+  assert out == reproduce.range_path(results, units[1])
+  rec = json.loads(out.read_text())
+  assert rec['seed'] == 1 and rec['lengths'] == list(range(1, 13))
+  assert len(rec['accuracy']) == 12 and rec['compiled_programs'] <= 10
+  assert rec['retrained']['reproduced'] is True, rec['retrained']
+  assert rec['committed_test'] == committed['test']
+  assert (units[1].path(work) / 'range.json').exists()
+  # Done: not evaluated again; another range is.
+  assert reproduce.range_evaluate_run(units, base, results, work, reproduce.DataDirs(),
+                                      lengths='1:12', samples=4) is None
+  assert reproduce.range_evaluate_run(units, base, results, work, reproduce.DataDirs(),
+                                      lengths='1:6', samples=4) == out
+  assert json.loads(out.read_text())['retrained'] is None   # its workdir is back
+
+
+def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
+  root = tmp_path / 'results'
+  for seed, acc30 in ((0, 0.0), (1, 20.0)):
+    write(root, record('table2_authors', 'copy', 'onestep.authors', seed,
+                       {'test_15': 100.0, 'test_30': acc30, 'test_100': 0.0}))
+  write(root, record('table2_authors', 'copy', 'mono.authors', 0,
+                     {'test_15': 100.0, 'test_30': 100.0, 'test_100': 99.0}))
+  lengths = list(range(1, 41))
+  def curve(h):
+    return [100.0 if n <= h else 0.0 for n in lengths]
+  for label, seed, h, reproduced in (('onestep.authors', 1, 25, True),
+                                     ('mono.authors', 0, 40, False)):
+    rec = {'grid': 'table2_authors', 'task': 'copy', 'variant': label.split('.')[0],
+           'label': label, 'seed': seed, 'lengths': lengths, 'accuracy': curve(h),
+           'token_accuracy': curve(h), 'edit_distance': [0.0] * 40, 'horizon': h,
+           'ood_score': 50.0, 'train_lengths': [5, 10], 'samples': [4] * 40,
+           'per_seed': {'seeds': [seed], 'accuracy': [curve(h)]},
+           'committed_test': json.loads(json.dumps(
+               record('table2_authors', 'copy', label, seed,
+                      {'test_15': 100.0, 'test_30': 20.0 if h == 25 else 100.0,
+                       'test_100': 0.0 if h == 25 else 99.0})['test'])),
+           'retrained': {'reproduced': reproduced}}
+    path = root / 'range' / 'table2_authors' / 'copy' / f'{label}.json'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+  text = report.render(root)
+  assert report.render(root, figures=False) == text          # --check draws nothing
+  section = text[text.index('## Horizons'):]
+  assert '2 of 2 runs range-evaluated.' in section, section[:800]
+  assert '| onestep.authors | 25 / 50.0 |' in section
+  assert '| mono.authors | 40 / 50.0† |' in section
+  assert 'Copy / onestep.authors (seed 1: holds to 25, 20.0 at 30)' in section
+  assert 'mono.authors (seed 0' not in section                # solved at 30: nothing hidden
+  assert (root / 'range' / 'figures' / 'table2_authors.copy.png').stat().st_size > 1000
+  assert 'the Transformer grid' not in section                # no Transformer units here
+
+
+def test_table6_shows_test_iid_and_marks_a_retrain_that_did_not_reproduce(tmp_path):
+  root = tmp_path / 'results'
+  base = {'test_15': 90.0, 'test_30': 10.0, 'test_100': 0.0}
+  write(root, record('table6', 'dedupe', 'mono', 0, {**base, 'test_iid': 99.0}))
+  later = record('table6', 'dedupe', 'mono', 1, {**base, 'test_iid': 97.0})
+  later['added_test_splits'] = {'test_iid': {'reproduced': False}}
+  write(root, later)
+  write(root, record('table6', 'dedupe', 'mono', 2, base))
+  text = report.render(root)
+  table = text[text.index('## Table 6'):text.index('## Table 7')]
+  assert '| variant | seeds | IID [per seed] | len 15 | len 30 | len 100 |' in table
+  assert '| mono | 3 | 98.0 [99.0, 97.0†, –] | 90.0 / 0.00 |' in table, table
 
 
 def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys):
