@@ -96,7 +96,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # authors' procedure (issue "Fidelity III"): two seeds of each of the seven, and seeds
   # 3-4 of Inv Reverse ReCopy / MonoAttn (their code's seeds 0-2 solve it at length 100;
   # ours 1 of 5), so that each code has five seeds of that row (queued early: whether the
-  # two rates differ decides whether a cause must be found). Two workers, one per core,
+  # two rates differ decides whether a cause must be found); last, seed 2 of each of the
+  # seven whose seeds 0 and 1 split (run.py --if_split). Two workers, one per core,
   # each with its own half of the queue; each unit is collected into results/authors_code/
   # as it finishes (the JSON is committed by hand with commit_results.sh). Units already
   # collected (on this or an earlier machine) are skipped.
@@ -117,6 +118,9 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
     for u in $Q; do
       r=\${u%%:*}; s=\${u##*:}
       $A --runs=\$r --seeds=\$s && $A --runs=\$r --seeds=0,1,2,3,4 --collect
+    done
+    for r in \$(echo $Q | tr ' ' '\\n' | grep -v inv_reverse_recopy/mono | sed 's/:.*//' | sort -u); do
+      $A --runs=\$r --seeds=2 --if_split && $A --runs=\$r --seeds=0,1,2,3,4 --collect
     done
     " >> "$LOGS/authors_code$core.log" 2>&1 &
   done

@@ -782,6 +782,43 @@ def test_authors_code_collect_keeps_seeds_from_earlier_machines(tmp_path):
   assert collected == [[0, 1], [2], [], []]
 
 
+def test_authors_code_third_seed_only_where_the_first_two_split(tmp_path):
+  """`run.py --if_split`: seed 2 of a run trains only if its collected seeds 0 and 1
+  disagree on the mark at a compared length (Copy: 30 and 100)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  budget = "100 epochs, patience 50 (the paper's; their config unchanged)"
+  def write_run(variant, acc30):
+    path = tmp_path / 'authors_code' / 'copy' / f'{variant}.json'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({'runs': [{'budget': budget, 'seeds': [
+        {'seed': 0, 'test': {'test_15': 100.0, 'test_30': 100.0, 'test_100': 0.0}},
+        {'seed': 1, 'test': {'test_15': 100.0, 'test_30': acc30, 'test_100': 0.0}}]}]}))
+  write_run('onestep_minus_step3', 100.0)          # agree
+  write_run('onestep_minus_step2', 20.0)           # split at 30
+  script = (
+      'import sys\n'
+      f'sys.path.insert(0, {str(EXPERIMENTS / "authors_code")!r})\n'
+      'import run\n'
+      f"run.flags.FLAGS(['run', '--results_dir={tmp_path}'])\n"
+      "print([run.first_two_split('copy', v) for v in "
+      "('onestep_minus_step3', 'onestep_minus_step2', 'onestep_minus_sigmoid')])\n")
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.strip() == '[False, True, None]'
+  # The queue's command: an agreeing run trains nothing (no refcode is needed to say so).
+  proc = subprocess.run(
+      [sys.executable, str(EXPERIMENTS / 'authors_code' / 'run.py'), f'--results_dir={tmp_path}',
+       '--refcode=/nonexistent', f'--workdir={tmp_path / "runs"}',
+       '--runs=copy/onestep_minus_step3,copy/onestep_minus_sigmoid', '--seeds=2', '--if_split'],
+      capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert ('copy/onestep_minus_step3: seeds 0 and 1 agree on every compared mark; seeds 2 not '
+          'run (--if_split)') in proc.stdout
+  assert 'copy/onestep_minus_sigmoid: seeds 0 and 1 not both collected yet' in proc.stdout
+  assert not (tmp_path / 'runs').exists()
+
+
 def test_authors_code_epoch_curves_follow_their_log_and_its_resumes():
   """`run.py --collect` records the authors' code's training loss and dev accuracy per
   epoch, read from their `<seed>_logs.txt`: an epoch that a resume logs again counts once,

@@ -38,8 +38,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
 import export_data  # pylint: disable=g-import-not-at-top,wrong-import-position
+import grid as grids_lib  # pylint: disable=g-import-not-at-top,wrong-import-position  # experiments/grid.py
 
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -71,6 +73,10 @@ _SHARED = flags.DEFINE_string('shared', str(REPO.parent / 'shared'), 'The shared
 _COLLECT = flags.DEFINE_bool('collect', False, 'Write results/authors_code/<task>/<variant>'
                              '.json from the finished units instead of training.')
 _RESULTS = flags.DEFINE_string('results_dir', str(REPO / 'results'), 'Where --collect writes.')
+_IF_SPLIT = flags.DEFINE_bool('if_split', False, "Train the given seeds of a run only if its "
+                              'collected seeds 0 and 1 disagree on the mark (solved / partial / '
+                              'failed) at a compared length (grid.compared_splits): a third '
+                              'seed where the first two split.')
 
 
 def unit_dir(task: str, variant: str, seed: int) -> pathlib.Path:
@@ -257,6 +263,16 @@ def merged_seeds(path: pathlib.Path, budget: str, units: List[Dict[str, Any]]
   return [by_seed[k] for k in sorted(by_seed)]
 
 
+def first_two_split(task: str, variant: str) -> Optional[bool]:
+  """Whether the run's collected seeds 0 and 1 (this budget) disagree on `grid.mark` at a
+  compared split; None until both are collected."""
+  units = collected_units(results_path(task, variant), budget_label())
+  if 0 not in units or 1 not in units:
+    return None
+  return any(grids_lib.mark(units[0]['test'][s]) != grids_lib.mark(units[1]['test'][s])
+             for s in grids_lib.compared_splits(task))
+
+
 def main(argv):
   del argv
   runs = []
@@ -272,6 +288,13 @@ def main(argv):
     if _COLLECT.value:
       collect(task, variant, seeds)
       continue
+    if _IF_SPLIT.value:
+      split = first_two_split(task, variant)
+      if not split:
+        print(f'{task}/{variant}: seeds 0 and 1 ' + (
+            'not both collected yet' if split is None else 'agree on every compared mark') +
+              f"; seeds {', '.join(map(str, seeds))} not run (--if_split)", flush=True)
+        continue
     for seed in seeds:
       run_unit(task, variant, seed)
 
