@@ -145,9 +145,14 @@ def abstract(tree: Any) -> Any:
                                      if isinstance(a, jax.Array) else None), tree)
 
 
-def build_programs(case: Case, backend: str,
+def strategy_on(case: Case, platform: str) -> str:
+  """The seed strategy a run of `case` picks on `platform` (`multiseed.resolve`)."""
+  return multiseed.resolve(config_of(case).seed_strategy, BACKENDS[platform])
+
+
+def build_programs(case: Case, strategy: str,
                    placement: Optional[sharding.Placement] = None) -> Dict[str, Program]:
-  """The programs of `case` as a run on `backend` ('gpu', 'tpu') builds and calls them.
+  """The programs of `case` as a run with seed strategy `strategy` builds and calls them.
 
   placement: the run's `sharding.plan`; its inputs are placed as the trainer and
   `inference.decode_split` place them (default: one device, unplaced).
@@ -155,7 +160,6 @@ def build_programs(case: Case, backend: str,
   config = config_of(case)
   data = task_data()
   model = backbones.from_config(config, data.vocab)
-  strategy = multiseed.resolve(config.seed_strategy, backend)
   programs = train.make_train_programs(model, train.make_optimizer(config), strategy,
                                        precision.of(config))
   eval_programs = inference.make_eval_programs(model, strategy, precision.of(config))
@@ -261,8 +265,9 @@ def check_program(case: Case, name: str, program: Program, platform: str) -> exp
 # One device.
 # ---------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
-def programs_of(case_name: str, platform: str) -> Dict[str, Program]:
-  return build_programs(CASES_BY_NAME[case_name], BACKENDS[platform])
+def programs_of(case_name: str, strategy: str) -> Dict[str, Program]:
+  """Built once per strategy: both platforms lower the same jitted (traced once) programs."""
+  return build_programs(CASES_BY_NAME[case_name], strategy)
 
 
 def test_an_accelerator_run_takes_the_vmapped_seed_step():
@@ -276,7 +281,8 @@ def test_an_accelerator_run_takes_the_vmapped_seed_step():
 @pytest.mark.parametrize('case,program,platform', [
     (c.name, p, platform) for c in CASES for p in c.programs for platform in PLATFORMS])
 def test_program_lowers_for_the_accelerator(case, program, platform):
-  check_program(CASES_BY_NAME[case], program, programs_of(case, platform)[program], platform)
+  strategy = strategy_on(CASES_BY_NAME[case], platform)
+  check_program(CASES_BY_NAME[case], program, programs_of(case, strategy)[program], platform)
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +321,12 @@ def sharded_report() -> Dict[str, Optional[str]]:
   placement = sharding.plan(config.seeds, config.batch_size)
   assert placement.shape == (2, 4), placement.describe()
   report = {}
+  built = {}
   for platform in PLATFORMS:
-    programs = build_programs(SHARDED_CASE, BACKENDS[platform], placement)
+    strategy = strategy_on(SHARDED_CASE, platform)
+    if strategy not in built:
+      built[strategy] = build_programs(SHARDED_CASE, strategy, placement)
+    programs = built[strategy]
     for name in SHARDED_PROGRAMS:
       program = programs[name]
       try:
