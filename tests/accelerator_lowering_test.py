@@ -49,6 +49,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, T
 import jax
 from jax import export
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -120,7 +121,8 @@ CASES = (
 CASES_BY_NAME = {c.name: c for c in CASES}
 
 
-def config_of(case: Case):
+def config_of(case: Case) -> ml_collections.ConfigDict:
+  """The default config, with BASE and then the case's fields."""
   return config_paths.overridden(config_paths.overridden(default.get_config(), BASE),
                                  case.overrides)
 
@@ -139,10 +141,11 @@ class Program(NamedTuple):
 
 
 def abstract(tree: Any) -> Any:
-  """Shapes and dtypes (and shardings, where placed) of a tree of arrays."""
-  return jax.tree_util.tree_map(
-      lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype, sharding=getattr(a, 'sharding', None)
-                                     if isinstance(a, jax.Array) else None), tree)
+  """Shapes and dtypes of a tree of arrays, with the shardings of placed jax.Arrays."""
+  def spec(a) -> jax.ShapeDtypeStruct:
+    placed = a.sharding if isinstance(a, jax.Array) else None
+    return jax.ShapeDtypeStruct(np.shape(a), a.dtype, sharding=placed)
+  return jax.tree_util.tree_map(spec, tree)
 
 
 def strategy_on(case: Case, platform: str) -> str:
@@ -176,7 +179,7 @@ def build_programs(case: Case, strategy: str,
     state, stats = placement.put_state((zeros(state), zeros(stats)))
     batch = placement.put_batch(batch)
     dev = ip.Batch(*sharding.put_like(state.params, *dev))
-  state, stats, batch, dev = abstract((state, stats, batch, dev))
+  state, stats, batch, dev, probe = abstract((state, stats, batch, dev, probe))
   params = state.params
   b, length = dev.src.shape
   out = {
@@ -186,7 +189,10 @@ def build_programs(case: Case, strategy: str,
                          jax.ShapeDtypeStruct((n, b, steps, length + 2), jnp.float32))),
       'teacher_forced': Program(eval_programs.teacher_forced_accuracy, (params, dev),
                                 jax.ShapeDtypeStruct((n, b), jnp.bool_)),
-      'init': Program(programs.init, (state.key,) + tuple(x[0] for x in probe[:3]),
+      # As `create_train_state` calls it: init keys [N, 2] (shaped as the dropout keys)
+      # and the first seed's rows of a training batch.
+      'init': Program(programs.init, (state.key,) + tuple(
+          jax.ShapeDtypeStruct(x.shape[1:], x.dtype) for x in probe[:3]),
                       (params, state.opt_state)),
   }
   return {name: out[name] for name in case.programs}
