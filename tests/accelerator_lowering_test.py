@@ -138,6 +138,7 @@ class Program(NamedTuple):
   fn: Callable
   args: tuple
   out: Any        # a pytree of jax.ShapeDtypeStruct: the documented outputs
+  products: bool = True   # it holds matrix products (the initialiser only draws numbers)
 
 
 def abstract(tree: Any) -> Any:
@@ -193,7 +194,7 @@ def build_programs(case: Case, strategy: str,
       # and the first seed's rows of a training batch.
       'init': Program(programs.init, (state.key,) + tuple(
           jax.ShapeDtypeStruct(x.shape[1:], x.dtype) for x in probe[:3]),
-                      (params, state.opt_state)),
+                      (params, state.opt_state), products=False),
   }
   return {name: out[name] for name in case.programs}
 
@@ -222,6 +223,7 @@ def dots_not_at(module: str, want: str) -> List[str]:
 
 
 def avals(tree: Any) -> List[Tuple[tuple, np.dtype]]:
+  """(shape, dtype) of every leaf, in tree order."""
   return [(tuple(x.shape), np.dtype(x.dtype)) for x in jax.tree_util.tree_leaves(tree)]
 
 
@@ -237,14 +239,19 @@ def export_for(where: str, fn: Callable, args: tuple, platform: str) -> export.E
 
 
 def check_module(where: str, exported: export.Exported, platform: str,
-                 types: FrozenSet[str], dot_precision: str) -> None:
-  """The custom calls, element types and product precision of an exported program."""
+                 types: FrozenSet[str], dot_precision: str, products: bool = True) -> None:
+  """The custom calls, element types and product precision of an exported program
+  (products: whether it must hold a product, so that the regex is seen to match)."""
   module = exported.mlir_module()
   unexpected = custom_calls(module) - ALLOWED_CUSTOM_CALLS[platform]
   assert not unexpected, (f'{where} on {platform}: unexpected custom call(s) '
                           f'{sorted(unexpected)}; allowed: {sorted(ALLOWED_CUSTOM_CALLS[platform])}')
-  extra = element_types(module) - types
+  found = element_types(module)
+  assert 'f32' in found, f'{where} on {platform}: no f32 tensor read in the module text'
+  extra = found - types
   assert not extra, f'{where} on {platform}: element types {sorted(extra)} outside {sorted(types)}'
+  assert _DOT.search(module) or not products, (
+      f'{where} on {platform}: no product read in the module text')
   wrong = dots_not_at(module, dot_precision)
   assert not wrong, (f'{where} on {platform}: {len(wrong)} product(s) not at precision '
                      f'{dot_precision}, e.g. {wrong[0][:200]}')
@@ -257,7 +264,7 @@ def check_program(case: Case, name: str, program: Program, platform: str) -> exp
   exported = export_for(where, program.fn, program.args, platform)
   assert exported.platforms == (platform,)
   check_module(where, exported, platform, ELEMENT_TYPES[config.dtype],
-               DOT_PRECISION[precision.of(config)])
+               DOT_PRECISION[precision.of(config)], program.products)
   passed = [a for a in program.args if not isinstance(a, int)]   # greedy's steps is static
   assert avals(exported.in_avals) == avals(passed), (
       f'{where} on {platform}: the program takes other inputs than the library passes')
