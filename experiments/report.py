@@ -27,13 +27,18 @@ from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-impor
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PAPER = pathlib.Path(__file__).resolve().parent / 'data' / 'paper_results.md'
+# Every file of the paper's numbers `read_paper` reads (one today: Tables 2 and 3; a file
+# of another table in the same layout, e.g. Tables 4 and 6, is added here and needs no
+# other change: `other_table` prints a paper column for any task it has numbers of).
+PAPER_FILES = (PAPER,)
 
 SOLVED, FAILED = grids_lib.SOLVED, grids_lib.FAILED
 # Paper column headers per task, and the paper's length of each split.
 PAPER_COLUMNS = {'copy': 'Copy', 'reverse_copy': 'RevCopy', 'lookup': 'Lookup',
                  'reverse_lookup': 'RevLookup', 'recopy': 'ReCopy',
                  'reverse_recopy': 'RevReCopy', 'inv_recopy': 'InvReCopy',
-                 'inv_reverse_recopy': 'InvRevReCopy', 'scan_length': 'SCAN length',
+                 'inv_reverse_recopy': 'InvRevReCopy', 'dedupe': 'DeDupe',
+                 'posretrieve': 'PosRetrieve', 'scan_length': 'SCAN length',
                  'cfq_length': 'CFQ length'}
 TASK_NAMES = {'copy': 'Copy', 'reverse_copy': 'Reverse Copy', 'lookup': 'Lookup',
               'reverse_lookup': 'Reverse Lookup', 'recopy': 'ReCopy',
@@ -129,20 +134,42 @@ def splits_of(task: str) -> Tuple[str, ...]:
 mark = grids_lib.mark
 
 
-def read_paper(path: pathlib.Path = PAPER) -> Dict[Tuple[str, str], str]:
-  """{(model slug, column header): cell text} of every markdown table in `path`."""
-  out, header = {}, None
-  for line in path.read_text(encoding='utf-8').splitlines():
-    if not line.startswith('|'):
-      header = None
-      continue
-    cells = [c.strip() for c in line.strip().strip('|').split('|')]
-    if cells[0] == 'model':
-      header = cells
-    elif header and not re.fullmatch(r'-+', cells[0]):
-      for name, value in zip(header[1:], cells[1:]):
-        out[(cells[0], name)] = value
+def read_paper(*paths: pathlib.Path) -> Dict[Tuple[str, str], str]:
+  """{(model slug, column header): cell text} of every markdown table in `paths`
+  (default `PAPER_FILES`). A blank cell is one not transcribed and is left out; a cell
+  that two files give differently is an error."""
+  out: Dict[Tuple[str, str], str] = {}
+  for path in paths or PAPER_FILES:
+    header = None
+    for line in path.read_text(encoding='utf-8').splitlines():
+      if not line.startswith('|'):
+        header = None
+        continue
+      cells = [c.strip() for c in line.strip().strip('|').split('|')]
+      if cells[0] == 'model':
+        header = cells
+      elif header and not re.fullmatch(r'-+', cells[0]):
+        for name, value in zip(header[1:], cells[1:]):
+          if value and out.setdefault((cells[0], name), value) != value:
+            raise errors.MonolocError(
+                f'{path}: paper cell ({cells[0]}, {name}) is {value}, another file has '
+                f'{out[(cells[0], name)]}')
   return out
+
+
+def paper_column(task: str, split: str) -> str:
+  """The paper files' column header of `task` at `split` ('Copy 30', 'DeDupe IID')."""
+  return f"{PAPER_COLUMNS[task]} {'IID' if split == 'test_iid' else LENGTH_OF[split]}"
+
+
+def _paper_cell(ref: Optional[str]) -> str:
+  """A paper number with its mark's letter (`mark`: S, P or F); '–' where it has none."""
+  return f'{ref} {mark(float(ref))[0].upper()}' if ref else '–'
+
+
+def _agrees(median: float, ref: str) -> bool:
+  """Whether our median has the same mark (`grid.mark`) as the paper's number."""
+  return mark(median) == mark(float(ref))
 
 
 def load_results(results_dir: pathlib.Path) -> Dict[Tuple[str, str, str], List[Dict[str, Any]]]:
@@ -248,10 +275,10 @@ def compared_cells(results, paper, protocol: Protocol) -> List[Cell]:
     for variant in grids_lib.TABLE2_VARIANTS:
       records = results.get((protocol.grids['table2'], task, variant + protocol.tag), [])
       for split in splits_of(task)[1:]:
-        ref = paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[split]}'))
+        ref = paper.get((variant, paper_column(task, split)))
         if records and ref:
           med = _median([r['test'][split]['accuracy'] for r in records])
-          cells.append(Cell(task, variant, split, med, ref, mark(med) == mark(float(ref))))
+          cells.append(Cell(task, variant, split, med, ref, _agrees(med, ref)))
   return cells
 
 
@@ -284,8 +311,8 @@ def table2(results, paper, protocol: Protocol, authors_runs: Sequence[Mapping[st
       records = results.get((grid_name, task, variant + protocol.tag), [])
       cells, agrees = [], []
       for k, split in enumerate(splits):
-        ref = paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[split]}'))
-        ref_txt = f'{ref} {mark(float(ref))[0].upper()}' if ref else '–'
+        ref = paper.get((variant, paper_column(task, split)))
+        ref_txt = _paper_cell(ref)
         if records:
           accs = [r['test'][split]['accuracy'] for r in records]
           med = _median(accs)
@@ -460,7 +487,7 @@ def authors_code(runs: Sequence[Mapping[str, Any]], results, paper) -> List[str]
            "\"p (ours)\" against the run of ours named in the same row.", '']
   for item in runs:
     if item['task'] not in PAPER_SEEDS:          # a task tested at several lengths
-      lines += _authors_code_by_length(item, results)
+      lines += _authors_code_by_length(item, results, paper)
       continue
     task, label, source = item['task'], item['label'], item['source']
     ref = paper.get((label.split('.')[0], PAPER_COLUMNS[task]), '–')
@@ -497,9 +524,10 @@ def _table_of(task: str, label: str) -> str:
   return 'table4' if label in grids_lib.TABLE4_VARIANTS else 'table2'
 
 
-def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
+def _authors_code_by_length(item: Mapping[str, Any], results, paper) -> List[str]:
   """A run of the authors' code on a length task: per split, median [per seed], beside
-  the same run of ours under the library's procedure and under the authors'."""
+  the paper's number (a row only where the paper files have one for the run) and the
+  same run of ours under the library's procedure and under the authors'."""
   task, label, source = item['task'], item['label'], item['source']
   splits = splits_of(task)
   base = _table_of(task, label)
@@ -508,6 +536,10 @@ def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
            f"Command: `{item['command']}`. Changes to their code: {item['changes']}", '',
            '| run | setup | seeds | ' + ' | '.join(f'len {LENGTH_OF[s]}' for s in splits)
            + ' | best-dev epoch per seed | epochs |', '|' + '---|' * (5 + len(splits))]
+  refs = [paper.get((label.split('.')[0], paper_column(task, s))) for s in splits]
+  if any(refs):
+    lines.append(f"| paper | Table {base[5:]} | – | "
+                 f"{' | '.join(ref or '–' for ref in refs)} | – | – |")
   for run in item['runs']:
     seeds = run['seeds']
     cells = []
@@ -534,9 +566,14 @@ def _authors_code_by_length(item: Mapping[str, Any], results) -> List[str]:
 
 
 def other_table(results, name: str, title: str, task_list, variant_list,
-                tag: str = '', iid: bool = False) -> List[str]:
+                tag: str = '', iid: bool = False,
+                paper: Optional[Mapping[Tuple[str, str], str]] = None) -> List[str]:
   """A table of grid `name`'s units labelled variant + `tag` (iid: with an IID column,
-  `_iid_cell`, as the paper's Table 6 has)."""
+  `_iid_cell`, as the paper's Table 6 has). A task where `paper` (`read_paper`) has a
+  number for one of `variant_list` gets a paper column beside each of ours, both marked
+  as in Table 2 (S / P / F, `grid.mark`), and an "agree" column per two longest lengths;
+  a task where it has none is printed without them."""
+  paper = paper or {}
   records_all = [r for (g, _, _), rs in results.items() if g == name for r in rs]
   lines = [f'## {title}', '', _protocol(records_all), '',
            'Median sequence accuracy (%) over seeds / mean edit distance (tokens), per length.',
@@ -545,20 +582,31 @@ def other_table(results, name: str, title: str, task_list, variant_list,
     lines += [_IID_NOTE, '']
   for task in task_list:
     splits = splits_of(task)
-    lines += [f'### {TASK_NAMES[task]}', '',
-              '| variant | seeds | ' + ('IID [per seed] | ' if iid else '') +
-              ' | '.join(f'len {LENGTH_OF[s]}' for s in splits) + ' |',
-              '|' + '---|' * (2 + iid + len(splits))]
+    shown = (('test_iid',) if iid else ()) + splits
+    with_paper = any((v, paper_column(task, s)) in paper for v in variant_list for s in shown)
+    heads = (['IID [per seed]'] if iid else []) + [f'len {LENGTH_OF[s]}' for s in splits]
+    if with_paper:
+      heads = [h for head in heads for h in (head, 'paper')] + [
+          f'agree {LENGTH_OF[s]}' for s in splits[1:]]
+    lines += [f'### {TASK_NAMES[task]}', '', f"| variant | seeds | {' | '.join(heads)} |",
+              '|' + '---|' * (2 + len(heads))]
     for variant in variant_list:
       records = results.get((name, task, variant + tag), [])
+      refs = {s: paper.get((variant, paper_column(task, s))) for s in shown}
+      medians = {}
       if records:
         cells = [_iid_cell(records)] if iid else []
         for split in splits:
-          acc = _median([r['test'][split]['accuracy'] for r in records])
+          acc = medians[split] = _median([r['test'][split]['accuracy'] for r in records])
           edit = sum(r['test'][split]['edit_distance'] for r in records) / len(records)
-          cells.append(f'{_fmt(acc)} / {edit:.2f}')
+          letter = f' {mark(acc)[0].upper()}' if with_paper else ''
+          cells.append(f'{_fmt(acc)}{letter} / {edit:.2f}')
       else:
         cells = ['not run'] * (iid + len(splits))
+      if with_paper:
+        cells = [c for ours, s in zip(cells, shown) for c in (ours, _paper_cell(refs[s]))]
+        cells += [('yes' if _agrees(medians[s], refs[s]) else '**no**')
+                  if s in medians and refs[s] else '–' for s in splits[1:]]
       lines.append(f"| {variant} | {len(records)} | {' | '.join(cells)} |")
     lines.append('')
   return lines
@@ -624,7 +672,7 @@ def table2_explain(results, paper) -> List[str]:
   for task, labels in by_task.items():
     variants_ = list(dict.fromkeys(label.split('.')[0] for label in labels))
     paper_row = '; '.join(
-        f"{v} " + ' / '.join(paper.get((v, f'{PAPER_COLUMNS[task]} {LENGTH_OF[s]}'), '–')
+        f"{v} " + ' / '.join(paper.get((v, paper_column(task, s)), '–')
                              for s in splits_of(task))
         for v in variants_)
     lengths = ' / '.join(str(LENGTH_OF[s]) for s in splits_of(task))
@@ -659,9 +707,9 @@ def procedures(results, paper) -> List[str]:
         continue
       shown += len(rows)
       lines += [f'### {base}: {TASK_NAMES[task]}', '']
-      if base == 'table2':
+      if any((v, paper_column(task, s)) in paper for _, v in rows for s in splits_of(task)):
         paper_row = '; '.join(
-            f"{v} " + ' / '.join(paper.get((v, f'{PAPER_COLUMNS[task]} {LENGTH_OF[s]}'), '–')
+            f"{v} " + ' / '.join(paper.get((v, paper_column(task, s)), '–')
                                  for s in splits_of(task)) for v, in [(r[1],) for r in rows])
         lines += [f"The paper, lengths {' / '.join(LENGTH_OF[s] for s in splits_of(task))}: "
                   f'{paper_row}.', '']
@@ -1054,7 +1102,7 @@ def _table2_outcome_seeds(facts: Facts) -> str:
   for base, task, variant, lib, auth in _both_procedures(facts.results):
     if base != 'table2':
       continue
-    ref = facts.paper.get((variant, f'{PAPER_COLUMNS[task]} {LENGTH_OF[_second(task)]}'))
+    ref = facts.paper.get((variant, paper_column(task, _second(task))))
     if not ref:
       continue
     seeds += len(lib)
@@ -1189,13 +1237,13 @@ def embed_notes(text: str, facts: Facts) -> str:
   return '\n'.join('#' + l if re.match(r'#+ ', l) else l for l in lines)
 
 
-def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
+def render(results_dir: pathlib.Path, paper_paths: Sequence[pathlib.Path] = PAPER_FILES,
            protocol: str = PROTOCOL, interim: str = INTERIM, figures: bool = True) -> str:
   """REPRODUCTION.md: Tables 2, 4 and 6 from `protocol`'s units (per table, `interim`'s
   until that table's units are all in), the rest as named; figures: also (re)draw the
   horizon figures under results/range/figures/."""
   results = load_results(results_dir)
-  paper = read_paper(paper_path)
+  paper = read_paper(*paper_paths)
   shown = shown_protocols(results, PROTOCOLS[protocol], PROTOCOLS[interim])
   authors_runs = load_authors_code(results_dir)
   t2, disagreements, _, _ = table2(results, paper, shown['table2'], authors_runs)
@@ -1203,7 +1251,9 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
          'Generated by `python experiments/report.py` from `results/` (one JSON per unit: one '
          'seed of one task × variant run); do not edit by hand. The runs come from '
          '`python experiments/reproduce.py` (see README.md). Paper numbers: '
-         '`experiments/data/paper_results.md` (Tables 2 and 3 of the paper).', '']
+         '`experiments/data/paper_results.md` (Tables 2 and 3 of the paper, from the project\'s '
+         'reference folder; the paper\'s other tables are not in it, so Tables 4 and 6 print '
+         'no paper column).', '']
   out += protocol_section(results, protocol, shown)
   out += t2
   out += ['## Table 2 disagreements', '']
@@ -1216,10 +1266,11 @@ def render(results_dir: pathlib.Path, paper_path: pathlib.Path = PAPER,
           else ['_No notes yet (results/NOTES.md)._', ''])
   out += table3(results, paper)
   out += other_table(results, shown['table4'].grids['table4'], 'Table 4: OneStepAttn ablations',
-                     grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, shown['table4'].tag)
+                     grids_lib.TABLE2_TASKS, grids_lib.TABLE4_VARIANTS, shown['table4'].tag,
+                     paper=paper)
   out += other_table(results, shown['table6'].grids['table6'], 'Table 6: DeDupe and PosRetrieve',
                      ('dedupe', 'posretrieve'), grids_lib.TABLE2_VARIANTS, shown['table6'].tag,
-                     iid=True)
+                     iid=True, paper=paper)
   out += other_table(results, 'table7', 'Table 7: the remaining variants', grids_lib.TABLE2_TASKS,
                      grids_lib.TABLE7_VARIANTS)
   out += recopy_mono(results)

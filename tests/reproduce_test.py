@@ -241,6 +241,67 @@ def test_report_sets_the_authors_code_beside_the_paper_and_ours(fixture_results)
   assert '9 of 423 required units have results; 414 missing.' in text
 
 
+def _section(text, title):
+  """The report's section `title` ('## ...'), up to the next '## ' heading."""
+  start = text.index(f'## {title}')
+  end = text.find('\n## ', start + 1)
+  return text[start:] if end < 0 else text[start:end]
+
+
+def test_report_sets_tables_4_and_6_beside_the_paper(fixture_results, tmp_path):
+  """A number in the Tables 4/6 paper file gives its task a paper column beside each of
+  ours (marked S / P / F as in Table 2, with agree columns at the two longest lengths)
+  and the authors'-code run a paper row; a task or run the paper file lacks gets none."""
+  # Made-up fixture numbers, not the paper's.
+  fixture_paper = tmp_path / 'tables_4_6.md'
+  fixture_paper.write_text(
+      '## Table 4\n\n| model | Copy 15 | Copy 30 | Copy 100 |\n|---|---|---|---|\n'
+      '| onestep_minus_step3 |  | 100 |  |\n\n'
+      '## Table 6\n\n| model | DeDupe IID | DeDupe 15 | DeDupe 30 | DeDupe 100 |\n'
+      '|---|---|---|---|---|\n| onestep | 100 | 100 | 30 | 0 |\n')
+  text = report.render(fixture_results, paper_paths=(report.PAPER, fixture_paper))
+  table6 = _section(text, 'Table 6: DeDupe and PosRetrieve')
+  assert ('| variant | seeds | IID [per seed] | paper | len 15 | paper | len 30 | paper | '
+          'len 100 | paper | agree 30 | agree 100 |') in table6
+  # Ours 50 / 25 / 0 (failed: ≤ 50) beside 100 / 30 / 0: agree at 30 and 100, not at 15.
+  assert ('| onestep | 1 | – | 100 S | 50.0 F / 1.25 | 100 S | 25.0 F / 1.25 | 30 F | '
+          '0.0 F / 1.25 | 0 F | yes | yes |') in table6
+  assert '| mono | 0 | not run | – | not run | – | not run | – | not run | – | – | – |' in table6
+  # PosRetrieve has no paper number: no paper column.
+  posretrieve = table6[table6.index('### PosRetrieve'):]
+  assert '| variant | seeds | IID [per seed] | len 15 | len 30 | len 100 |' in posretrieve
+  assert 'paper' not in posretrieve
+  table4 = _section(text, 'Table 4: OneStepAttn ablations')
+  copy = table4[table4.index('### Copy'):table4.index('### Reverse Copy')]
+  assert ('| onestep_minus_step3 | 0 | not run | – | not run | 100 S | not run | – | – | – |'
+          in copy)
+  assert 'paper' not in table4[table4.index('### Reverse Copy'):]
+  # The authors' code on DeDupe / onestep: paper, authors' code and ours together.
+  assert ("| paper | Table 6 | – | 100 | 30 | 0 | – | – |\n| authors' code | 100 epochs | 3 | "
+          in text)
+  # The shipped Tables 4/6 file has no number yet: no paper column, no paper row.
+  default = report.render(fixture_results)
+  assert '| paper | Table 6 |' not in default
+  assert 'paper' not in _section(default, 'Table 6: DeDupe and PosRetrieve').split('### ', 1)[1]
+
+
+def test_paper_files_are_read_together_and_may_not_disagree(tmp_path):
+  """read_paper reads every paper file given (a blank cell is left out); the files may
+  not give one cell two values."""
+  shipped = report.read_paper()
+  assert '' not in shipped.values()                        # a blank cell is absent, not ''
+  assert shipped[('mono', 'Copy 30')] == '100'             # Table 2
+  extra = tmp_path / 'extra.md'
+  extra.write_text('| model | DeDupe IID | DeDupe 15 |\n|---|---|---|\n| mono |  | 97.9 |\n')
+  both = report.read_paper(report.PAPER, extra)
+  assert both[('mono', 'DeDupe 15')] == '97.9' and ('mono', 'DeDupe IID') not in both
+  assert both[('mono', 'Copy 30')] == '100'
+  clash = tmp_path / 'clash.md'
+  clash.write_text('| model | Copy 30 |\n|---|---|\n| mono | 99 |\n')
+  with pytest.raises(errors.MonolocError, match=r'paper cell \(mono, Copy 30\) is 99'):
+    report.read_paper(report.PAPER, clash)
+
+
 def test_report_includes_hand_written_notes(fixture_results):
   (fixture_results / 'NOTES.md').write_text('ReCopy / mono: see the gate experiment.\n')
   assert 'ReCopy / mono: see the gate experiment.' in report.render(fixture_results)
