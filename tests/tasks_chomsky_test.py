@@ -123,7 +123,7 @@ RULE_CASES = [
     ('binary_multiplication', '1 0 0 1 * 0 0 0 0 0 1', '0 0 0 0 0 1 0 0 1'),
     ('binary_multiplication', '1 * 1', '1'),
     ('binary_multiplication', '1 1 * 1 1', '1 0 0 1'),
-    ('binary_multiplication', '1 0 * 1 1 0', '1 1 0'),
+    ('binary_multiplication', '1 0 * 1 1 0', '1 1'),
     # compute_sqrt (big-endian, ceil(L/2) bits): 37 -> 6 = 110 (the suite's docstring
     # writes 101); 7 -> 2; perfect squares; 0 and 1; leading zeros.
     ('compute_sqrt', '1 0 0 1 0 1', '1 1 0'),
@@ -180,7 +180,7 @@ def test_binary_addition_and_multiplication_on_every_pair_up_to_5_bits():
     ('stack_manipulation', 'POP 1'), ('binary_addition', '1 + + 1'),
     ('binary_multiplication', '1 *'), ('compute_sqrt', ''),
     ('missing_duplicate_string', '0 1 1 0'), ('missing_duplicate_string', '0 _ 1 1'),
-    ('missing_duplicate_string', '_ 1 #'),
+    ('missing_duplicate_string', '# _ 1'),
 ])
 def test_a_malformed_input_is_a_one_line_error(task, source):
   with pytest.raises(MonolocError) as info:
