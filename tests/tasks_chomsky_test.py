@@ -20,6 +20,7 @@ import pytest
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import range_eval
 from monoloc_jax import tasks
+from monoloc_jax import viz
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.tasks import chomsky
 from monoloc_jax.vocab import Vocabulary
@@ -354,6 +355,7 @@ def test_registry_facts(task):
   assert range_eval.default_range(task) == (41, 500)
   assert spec.split_lengths['test_100'] == 100
   assert spec.sampler.min_length == MIN_LENGTH.get(task, 1)
+  assert viz.dev_range(task) == (MIN_LENGTH.get(task, 1), 40)
 
 
 @pytest.mark.parametrize('task', NAMES)
