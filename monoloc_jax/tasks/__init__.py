@@ -690,7 +690,8 @@ def sample(task: TaskLike, length: int, n: int, seed: int = 0,
   """Up to `n` examples of `task` at exactly `length` (its `length_unit`).
 
   They are drawn as the task's generator draws an input of that length (digit
-  tasks: `synthetic.sample`; Lookup: `lookup.sample`), with distinct sources,
+  tasks: `synthetic.sample`; Lookup: `lookup.sample`; the Chomsky-hierarchy
+  tasks: `chomsky.sample`), with distinct sources,
   none in `exclude`; fewer than `n` come back only when fewer such inputs
   exist (copy at 1 item has 10). Not cached.
 
@@ -700,7 +701,7 @@ def sample(task: TaskLike, length: int, n: int, seed: int = 0,
   Args:
     task: one of `TASKS`, or a TaskSpec with a `sampler`.
     length: integer >= the task's `sampler.min_length` (digit tasks: 1 item;
-      Lookup: 3 source tokens, one table).
+      Lookup: 3 source tokens, one table; Chomsky tasks: 1, 2 or 3 tokens).
     n: examples wanted, integer >= 0.
     seed: the same (task, length, n, seed, exclude) gives the same examples.
     exclude: sources (token sequences) or examples (their sources) never
