@@ -69,8 +69,9 @@ CS
     placeholder input '1' with class 1).
   odds_first: a bit string s_1 ... s_n; target = s_1 s_3 s_5 ... s_2 s_4 ...
     (the odd positions, counted from 1, first). Length: bits. This follows the
-    paper's definition and the suite's docstring; the suite's code emits the
-    even positions first (s_2 s_4 ... s_1 s_3 ...), the mirror task.
+    suite's stated definition and example (its docstring: 00110101 -> 0100
+    0111); the suite's code emits the even positions first (s_2 s_4 ... s_1
+    s_3 ...), the mirror task.
   binary_addition: `n + m`, two little-endian binary numbers (least
     significant bit first); target = n + m in little-endian binary without
     high zeros ('0' for zero). Length: tokens: for L >= 3, n has a ~ U{1 ..
