@@ -3,7 +3,7 @@
 A reimplementation of Ray Chowdhury & Caragea (ICML 2023) and of the location
 attention of Dubois et al. (ACL 2020): 21 cross-attention variants as pure,
 jittable kernels (`monoloc_jax.attention`), a BiGRU->GRU seq2seq model in Flax
-(`Seq2Seq`; a Transformer beside it: `monoloc_jax.backbones`), twelve length-generalization tasks and a multi-seed trainer.
+(`Seq2Seq`; a Transformer beside it: `monoloc_jax.backbones`), twelve length-generalization tasks of the paper and the fifteen of the Chomsky-hierarchy suite (`monoloc_jax.tasks.chomsky`), and a multi-seed trainer.
 
     import monoloc_jax as ml
     ml.attention.gaussian_location_attention(...)        # a kernel (Eq. 5-9)

@@ -67,10 +67,14 @@ METRIC_NAMES = ('accuracy', 'token_accuracy', 'edit_distance')
 
 
 def default_range(task) -> Tuple[int, int]:
-  """(lo, hi) of the task's default range: lo = max(1, the shortest length the task
-  makes), hi = min(DEFAULT_MAX_LENGTH, DEFAULT_FACTOR x its longest training length)."""
+  """(lo, hi) of the task's default range: its `test_lengths` where it states them
+  (the Chomsky-hierarchy tasks: 41-500); else lo = max(1, the shortest length the
+  task makes), hi = min(DEFAULT_MAX_LENGTH, DEFAULT_FACTOR x its longest training
+  length)."""
   spec = tasks.get(task)
   lo = max(1, _min_length(spec))
+  if spec.test_lengths is not None:
+    return max(lo, spec.test_lengths[0]), max(lo, spec.test_lengths[1])
   if spec.train_lengths is None:
     return lo, lo
   return lo, max(lo, min(DEFAULT_MAX_LENGTH, int(DEFAULT_FACTOR * spec.train_lengths[1])))

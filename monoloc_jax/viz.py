@@ -467,8 +467,10 @@ def dev_range(task) -> Optional[Tuple[float, float]]:
 
   Digit tasks: 10-15 items, longer than training (5-10). Lookup: the validation
   rows (1-4 tables, 3-6 tokens, as training) and 500 rows of longer_seen_1 (7).
+  Chomsky-hierarchy tasks: the training range (1-40).
   """
   from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.tasks import chomsky  # pylint: disable=g-import-not-at-top
   from monoloc_jax.tasks import lookup  # pylint: disable=g-import-not-at-top
   from monoloc_jax.tasks import synthetic  # pylint: disable=g-import-not-at-top
   spec = tasks.get(task)
@@ -479,6 +481,9 @@ def dev_range(task) -> Optional[Tuple[float, float]]:
   if spec.splits == lookup.SPLITS and lengths == dict(lookup.SPLIT_LENGTHS):
     return (float(lookup.TRAIN_LENGTHS[0]),
             float(lookup.source_length(lookup.DEFAULT_CONFIG.max_composition_train + 1)))
+  if (spec.splits == chomsky.SPLITS and spec.name in chomsky.TASKS and
+      lengths == chomsky.split_lengths(spec.name)):
+    return tuple(float(n) for n in chomsky.train_lengths(spec.name))
   return None
 
 

@@ -15,7 +15,12 @@ from monoloc_jax.tasks.types import Example
 
 ALL_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy',
              'reverse_recopy', 'inv_recopy', 'inv_reverse_recopy', 'dedupe',
-             'posretrieve', 'scan_length', 'cfq_length')
+             'posretrieve', 'scan_length', 'cfq_length',
+             'even_pairs', 'modular_arithmetic', 'parity_check', 'cycle_navigation',
+             'stack_manipulation', 'reverse_string', 'modular_arithmetic_brackets',
+             'solve_equation', 'duplicate_string', 'missing_duplicate_string',
+             'odds_first', 'binary_addition', 'binary_multiplication', 'compute_sqrt',
+             'bucket_sort')
 DIGIT_TASKS = ('copy', 'reverse_copy', 'recopy', 'reverse_recopy',
                'inv_recopy', 'inv_reverse_recopy', 'dedupe', 'posretrieve')
 DIGIT_SPLITS = ('train', 'dev', 'test_iid', 'test_15', 'test_20', 'test_25',

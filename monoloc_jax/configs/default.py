@@ -51,6 +51,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.eval_batch_size = 256    # batch size of dev and test decoding
   # Range evaluation (--mode=range, range_eval.py): every length of a range.
   c.range_lengths = ''       # 'lo:hi' (inclusive); '' = 1:L, L = min(500, 10x longest train length)
+                             # (a task with test_lengths, e.g. the Chomsky tasks: those, 41:500)
   c.range_samples = 200      # examples drawn per length (fixed seed, none from the training data)
 
   # Speed only (same model, same forward numbers; gradients agree to float rounding);

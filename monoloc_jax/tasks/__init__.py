@@ -1,4 +1,4 @@
-"""The single entry point for all twelve tasks.
+"""The single entry point for all twenty-seven tasks.
 
     from monoloc_jax import tasks
     tasks.TASKS                          # task slugs
@@ -14,14 +14,14 @@ it. Every function here takes a task slug or a `TaskSpec`, so a task defined
 outside the package works like a built-in one; `digit_task` makes the spec of
 a new synthetic digit task from its rule.
 
-A task with a length axis (the digit tasks, Lookup) also makes examples at any
-length (range evaluation): `sample(task, length, n, seed, exclude)` returns up
+A task with a length axis (the digit tasks, Lookup, the Chomsky-hierarchy
+tasks of `chomsky`) also makes examples at any length (range evaluation): `sample(task, length, n, seed, exclude)` returns up
 to n distinct examples whose source has exactly `length` in the task's
 `length_unit`, drawn as the task's generator draws, none with a source in
 `exclude`; `lengths_of` / `length_of` read an example's length back.
 
-Generated data (the digit tasks, and Lookup when no `data_dir` is given) is
-cached on disk as JSON under
+Generated data (the digit and Chomsky-hierarchy tasks, and Lookup when no
+`data_dir` is given) is cached on disk as JSON under
 `<cache_dir>/<task>/v<version>/seed<seed>/<split>.json`, where the cache
 directory is `$MONOLOC_CACHE_DIR` or `~/.cache/monoloc_jax`. A cache file that
 cannot be read is regenerated. Data read from files (`data_dir`) is not cached.
@@ -43,6 +43,7 @@ from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping,
 from monoloc_jax.errors import MonolocError
 from monoloc_jax.errors import unknown_name
 from monoloc_jax.tasks import cfq
+from monoloc_jax.tasks import chomsky
 from monoloc_jax.tasks import lookup
 from monoloc_jax.tasks import scan
 from monoloc_jax.tasks import synthetic
@@ -115,6 +116,9 @@ class TaskSpec:
       `length_unit` (the x position of its point on an accuracy-versus-length
       plot); only splits with a length are listed.
     length_unit: what a length counts, e.g. 'items' or 'source tokens'.
+    test_lengths: (shortest, longest) length a range evaluation scores by
+      default (the Chomsky-hierarchy suite's 41-500); None: range_eval's rule
+      from `train_lengths`.
     sampler: how the task makes examples at any length (`LengthSampler`);
       None for a task without a length axis (`sample` refuses it).
   """
@@ -130,6 +134,7 @@ class TaskSpec:
       default_factory=dict, hash=False)
   length_unit: str = ''
   sampler: Optional['LengthSampler'] = None
+  test_lengths: Optional[Tuple[int, int]] = None
 
   def __post_init__(self):
     name = self.name
@@ -162,16 +167,19 @@ class TaskSpec:
       raise MonolocError(
           f'task {name!r} generates data, so it needs an integer version (it '
           f'keys the cache); got {self.version!r}')
-    if self.train_lengths is not None:
+    for field in ('train_lengths', 'test_lengths'):
+      value = getattr(self, field)
+      if value is None:
+        continue
       try:
-        lo, hi = self.train_lengths
+        lo, hi = value
         ordered = lo <= hi
       except (TypeError, ValueError):
         ordered = False
       if not ordered:
-        raise MonolocError(f'train_lengths of task {name!r} must be (shortest, '
-                           f'longest), got {self.train_lengths!r}')
-      set_field('train_lengths', (lo, hi))
+        raise MonolocError(f'{field} of task {name!r} must be (shortest, '
+                           f'longest), got {value!r}')
+      set_field(field, (lo, hi))
     set_field('split_lengths', MappingProxyType(dict(self.split_lengths)))
     if self.sampler is not None and not isinstance(self.sampler,
                                                    LengthSampler):
@@ -274,6 +282,24 @@ def _source_tokens(example: Example) -> FrozenSet[int]:
   return frozenset((len(example.source),))
 
 
+def _load_chomsky(task: chomsky.ChomskyTask, names: Tuple[str, ...], seed: int,
+                  data_dir: Optional[str]) -> Mapping[str, List[Example]]:
+  del names, data_dir  # All splits are generated together.
+  return chomsky.generate(task, seed)
+
+
+def _sample_chomsky(task: chomsky.ChomskyTask, length: int, n: int, seed: int,
+                    exclude: FrozenSet[Source], data_seed: int,
+                    data_dir: Optional[str]) -> List[Example]:
+  del data_seed, data_dir  # The rule does not depend on the data.
+  return chomsky.sample(task, length, n, seed, exclude)
+
+
+def _chomsky_lengths(task: chomsky.ChomskyTask,
+                     example: Example) -> FrozenSet[int]:
+  return chomsky.lengths_of(task, example.source)
+
+
 # ------------------------------------------------------------ the tasks ---
 
 
@@ -308,6 +334,23 @@ def _lookup_spec(name: str, reverse: bool) -> TaskSpec:
                             min_length=lookup.source_length(1)))
 
 
+def _chomsky_spec(task: chomsky.ChomskyTask) -> TaskSpec:
+  return TaskSpec(
+      name=task.name,
+      splits=chomsky.SPLITS,
+      paper_splits=chomsky.PAPER_SPLITS,
+      loader=functools.partial(_load_chomsky, task),
+      data_dir_mode='none',
+      version=chomsky.GENERATOR_VERSION,
+      train_lengths=chomsky.train_lengths(task),
+      split_lengths=chomsky.split_lengths(task),
+      length_unit=task.unit,
+      sampler=LengthSampler(functools.partial(_sample_chomsky, task),
+                            functools.partial(_chomsky_lengths, task),
+                            min_length=task.min_length),
+      test_lengths=chomsky.TEST_LENGTHS)
+
+
 _SCAN_MISSING = (
     "task 'scan_length' needs data_dir: a directory with the SCAN length "
     'split files tasks_train_length.txt, tasks_validation_length.txt and '
@@ -339,6 +382,7 @@ _SPECS: Tuple[TaskSpec, ...] = (
         loader=_load_cfq,
         data_dir_mode='required',
         missing_data_dir=_CFQ_MISSING),
+    *(_chomsky_spec(task) for task in chomsky.TASKS.values()),
 )
 _REGISTRY: Mapping[str, TaskSpec] = MappingProxyType(
     {spec.name: spec for spec in _SPECS})
@@ -646,7 +690,8 @@ def sample(task: TaskLike, length: int, n: int, seed: int = 0,
   """Up to `n` examples of `task` at exactly `length` (its `length_unit`).
 
   They are drawn as the task's generator draws an input of that length (digit
-  tasks: `synthetic.sample`; Lookup: `lookup.sample`), with distinct sources,
+  tasks: `synthetic.sample`; Lookup: `lookup.sample`; the Chomsky-hierarchy
+  tasks: `chomsky.sample`), with distinct sources,
   none in `exclude`; fewer than `n` come back only when fewer such inputs
   exist (copy at 1 item has 10). Not cached.
 
@@ -656,7 +701,7 @@ def sample(task: TaskLike, length: int, n: int, seed: int = 0,
   Args:
     task: one of `TASKS`, or a TaskSpec with a `sampler`.
     length: integer >= the task's `sampler.min_length` (digit tasks: 1 item;
-      Lookup: 3 source tokens, one table).
+      Lookup: 3 source tokens, one table; Chomsky tasks: 1, 2 or 3 tokens).
     n: examples wanted, integer >= 0.
     seed: the same (task, length, n, seed, exclude) gives the same examples.
     exclude: sources (token sequences) or examples (their sources) never
