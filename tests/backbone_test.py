@@ -83,7 +83,8 @@ def test_an_old_workdir_config_json_without_the_fields_loads_with_defaults(tmp_p
 @pytest.mark.parametrize('overrides, message', [
     (dict(backbone='lstm'), "unknown backbone 'lstm'; valid backbones: gru, transformer"),
     ({'transformer.positions': 'absolute'},
-     "bad value for config.transformer.positions: 'absolute'; valid: sinusoidal, rope, none"),
+     "bad value for config.transformer.positions: 'absolute'; valid: none, sinusoidal, "
+     'learned, relative, alibi, rope, randomized_sinusoidal, randomized_rope'),
     ({'transformer.heads': 3},
      'bad value for config.transformer.heads: 3; it must be an integer >= 1 that divides '
      'hidden_dim=16'),

@@ -383,7 +383,7 @@ def test_options_dropout_positions_and_build():
   # Transformer.build creates the same parameters as initialising through __call__.
   jax.tree_util.tree_map(np.testing.assert_array_equal, out['build'], out['init'])
   with pytest.raises(Exception, match='positions'):
-    tiny_model(variant, positions='learned').init(jax.random.PRNGKey(0), src, SRC_LENGTHS,
+    tiny_model(variant, positions='absolute').init(jax.random.PRNGKey(0), src, SRC_LENGTHS,
                                                   tgt_in)
 
 

@@ -3,6 +3,7 @@
 
   gru.py          the paper's BiGRU -> GRU (`gru.Seq2Seq`, config.backbone 'gru')
   transformer.py  beyond the paper: a pre-LN Transformer (`transformer.Transformer`)
+  positions.py    the Transformer's self-attention position schemes (`positions.SCHEMES`)
   decoding.py     what both share: `DecodeOutput` and the greedy loop
 
 Each backbone owns its config group (`config.gru`, `config.transformer`: its

@@ -63,9 +63,13 @@ The rest is a standard pre-LN Transformer: the encoder reads
 `START x_1..x_n END` (learned START/END vectors; s = n + 2 positions, the
 attention kernels' convention), embeddings are scaled by sqrt(D) and shared by
 encoder, decoder and the (tied) output layer, plus a vocabulary bias; the
-self-attention positions are `positions`: 'sinusoidal' (absolute, added to
-the embeddings; default), 'rope' (rotary, a relative scheme, applied to the
-self-attention queries and keys; `attention.rotary_embedding`) or 'none'.
+self-attention positions are `positions`, a name of the one table
+`positions.SCHEMES` ('sinusoidal' by default; 'none', 'learned', 'relative',
+'alibi', 'rope', 'randomized_sinusoidal', 'randomized_rope'): each scheme adds a
+vector to the embeddings, rotates the self-attention queries and keys, or adds a
+bias to the self-attention scores, in the encoder and in the decoder alike
+(`positions.StackPositions`, prepared once per sequence and stack, before the
+decoder loop; the cross-attention reads none of it).
 Dropout (training only) on the embeddings and on every residual branch.
 
 Two forms, equal on the same weights: the parallel teacher-forced `__call__`
@@ -95,7 +99,9 @@ import ml_collections
 from monoloc_jax import attention
 from monoloc_jax import errors
 from monoloc_jax.attention import AttentionCarry, AttentionMemory, AttentionParams, Variant
+from monoloc_jax.backbones import positions as position_schemes
 from monoloc_jax.backbones.decoding import DecodeOutput, as_dtype, greedy_loop
+from monoloc_jax.backbones.positions import StackPositions
 
 Array = jax.Array
 DType = Any
@@ -105,7 +111,10 @@ __all__ = ['Transformer', 'POSITIONS', 'CrossInvariants', 'DecodeCache', 'layer_
            'cross_attention_step', 'kernel_variant', 'config_defaults', 'validate', 'build',
            'flops_per_sample']
 
-POSITIONS = ('sinusoidal', 'rope', 'none')
+POSITIONS = position_schemes.POSITIONS      # config.transformer.positions' names
+# The fixed key of a randomized scheme's draw at evaluation (no rng given): see
+# `Transformer._draw_key`.
+EVAL_POSITIONS_SEED = 0
 LAYER_NORM_EPS = 1e-6
 
 
@@ -158,44 +167,47 @@ def _project(x: Array, kernel: Array) -> Array:
   return jnp.einsum('...d,dhk->...hk', x, kernel)
 
 
-def _rope(x: Array, positions: Array) -> Array:
-  """Rotates x [..., T, H, K] by its positions [T] (the same angle for every head)."""
-  return attention.rotary_embedding(x, positions[:, None])
-
-
-def self_attention(p: SelfAttentionArrays, x: Array, mask: Array, positions: str) -> Array:
+def self_attention(p: SelfAttentionArrays, x: Array, mask: Array,
+                   pos: StackPositions) -> Array:
   """Parallel multi-head self-attention. x [B, T, D]; mask [B or 1, T, T] bool
-  (query t may read key j); positions: 'rope' rotates queries and keys by their
-  index. Returns [B, T, D]."""
+  (query t may read key j); pos: the stack's positions (`positions.StackPositions`:
+  queries and keys rotated by pos.rotary [B|1, T], pos.bias [B|1, H, T, T] added to
+  the scores q.k / sqrt(K)). Returns [B, T, D]."""
   q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, T, H, K]
-  if positions == 'rope':
-    index = jnp.arange(x.shape[1])
-    q, k = _rope(q, index), _rope(k, index)
+  if pos.rotary is not None:
+    q, k = position_schemes.rotate(q, pos.rotary), position_schemes.rotate(k, pos.rotary)
   work = attention.at_least_float32(x.dtype)
   scores = jnp.einsum('bthk,bshk->bhts', q, k, preferred_element_type=work)
   scores = scores / math.sqrt(q.shape[-1])
+  if pos.bias is not None:
+    scores = scores + as_dtype(pos.bias, work)
   weights = attention.masked_softmax(scores, jnp.broadcast_to(mask[:, None], scores.shape))
   context = jnp.einsum('bhts,bshk->bthk', as_dtype(weights, v.dtype), v)
   return jnp.einsum('bthk,hkd->btd', context, p.out)
 
 
 def self_attention_step(p: SelfAttentionArrays, x: Array, cache_k: Array, cache_v: Array,
-                        t: Array, positions: str) -> Tuple[Array, Array, Array]:
+                        t: Array, pos: StackPositions) -> Tuple[Array, Array, Array]:
   """One causal self-attention step with a KV cache.
 
   x [B, D], the layer's normalised input at step t (0-based); cache_k, cache_v
-  [B, T_max, H, K] with the keys/values of steps < t. Returns (output [B, D],
-  cache_k, cache_v) with step t written. Equal to row t of `self_attention`
-  under a causal mask (masked keys get weight exactly 0 in both).
+  [B, T_max, H, K] with the keys/values of steps < t; pos: the decoder's positions
+  for all T_max steps (slot t read here). Returns (output [B, D], cache_k, cache_v)
+  with step t written. Equal to row t of `self_attention` under a causal mask
+  (masked keys get weight exactly 0 in both).
   """
   q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, H, K]
-  if positions == 'rope':
-    q, k = _rope(q[:, None], t[None])[:, 0], _rope(k[:, None], t[None])[:, 0]
+  if pos.rotary is not None:
+    at_t = jax.lax.dynamic_index_in_dim(pos.rotary, t, 1)                    # [B|1, 1]
+    q = position_schemes.rotate(q[:, None], at_t)[:, 0]
+    k = position_schemes.rotate(k[:, None], at_t)[:, 0]
   cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, as_dtype(k, cache_k.dtype), t, 1)
   cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, as_dtype(v, cache_v.dtype), t, 1)
   work = attention.at_least_float32(x.dtype)
   scores = jnp.einsum('bhk,bshk->bhs', q, cache_k, preferred_element_type=work)
   scores = scores / math.sqrt(q.shape[-1])
+  if pos.bias is not None:                                                  # row t
+    scores = scores + as_dtype(jax.lax.dynamic_index_in_dim(pos.bias, t, 2, False), work)
   mask = jnp.broadcast_to(jnp.arange(cache_k.shape[1]) <= t, scores.shape)
   weights = attention.masked_softmax(scores, mask)
   context = jnp.einsum('bhs,bshk->bhk', as_dtype(weights, cache_v.dtype), cache_v)
@@ -426,6 +438,7 @@ class _Decoder(NamedTuple):
   layers: Tuple[DecoderLayerArrays, ...]
   cross: Tuple[CrossInvariants, ...]
   final_norm: Tuple[Array, Array]
+  positions: StackPositions  # the decoder's, for all its steps
 
 
 class Transformer(nn.Module):
@@ -436,7 +449,9 @@ class Transformer(nn.Module):
   `greedy` return `decoding.DecodeOutput`). Sizes: num_layers decoder layers
   (and encoder layers unless num_encoder_layers), num_heads heads of width
   model_dim / num_heads, mlp_dim MLP units; qk_dim: the cross-attention's
-  per-head query/key width Q (None: the head width). positions: see `POSITIONS`.
+  per-head query/key width Q (None: the head width). positions: a name of
+  `POSITIONS` (`positions.SCHEMES`); max_positions: the learned scheme's table rows M;
+  randomized_max_length: the randomized schemes' range L.
 
   DecodeOutput.attention [B, T, S]: the last decoder layer's weights averaged
   over its heads, mapped to input positions for direction-mixing variants
@@ -456,6 +471,8 @@ class Transformer(nn.Module):
   num_encoder_layers: Optional[int] = None    # None: num_layers
   qk_dim: Optional[int] = None                 # None: model_dim // num_heads
   positions: str = 'sinusoidal'                # a member of POSITIONS
+  max_positions: int = position_schemes.MAX_POSITIONS
+  randomized_max_length: int = position_schemes.RANDOMIZED_MAX_LENGTH
   dropout_rate: float = 0.1
   min_sigma: float = attention.MIN_SIGMA
   pad_id: int = 0
@@ -470,8 +487,7 @@ class Transformer(nn.Module):
     if d % self.num_heads:
       raise errors.MonolocError(f'Transformer: model_dim={d} is not a multiple of '
                                 f'num_heads={self.num_heads}')
-    if self.positions not in POSITIONS:
-      raise errors.unknown_name('positions', self.positions, dict.fromkeys(POSITIONS))
+    self.scheme = position_schemes.scheme(self.positions)
     head_dim = d // self.num_heads
     embed_init = nn.initializers.normal(stddev=d ** -0.5)
     self.embedding = self.param('embedding', embed_init, (self.vocab_size, d), pd)
@@ -496,6 +512,15 @@ class Transformer(nn.Module):
         for _ in range(self.num_layers)]
     self.decoder_norm = LayerNormParams(d, pd)
     self.dropout = nn.Dropout(self.dropout_rate)
+    # The scheme's learned tables, one per stack ('encoder_positions',
+    # 'decoder_positions'; none for most schemes). Created last: the arrays above draw
+    # their initial values as they did before these schemes existed.
+    sizes = position_schemes.Sizes(d, self.num_heads, self.max_positions)
+    self.position_tables = tuple(
+        None if self.scheme.table_shape is None else
+        self.param(f'{stack}_positions', self.scheme.table_init,
+                   self.scheme.table_shape(sizes), pd)
+        for stack in ('encoder', 'decoder'))
 
   @property
   def location_dtype(self) -> DType:
@@ -511,11 +536,29 @@ class Transformer(nn.Module):
     table = as_dtype(self.embedding, self.compute_dtype)
     return jnp.take(table, tokens, axis=0) * math.sqrt(self.model_dim)
 
-  def _add_positions(self, x: Array, index: Array) -> Array:
-    """x [..., T, D] plus the sinusoid of `index` [T] under 'sinusoidal' positions."""
-    if self.positions != 'sinusoidal':
-      return x
-    return x + attention.sinusoidal_embedding(index, self.model_dim, x.dtype)
+  def _draw_key(self, stack: int, train: bool) -> Array:
+    """The key of a randomized scheme's draw for `stack` (0 the encoder, 1 the decoder):
+    the 'positions' rng stream when the caller gives one; else, in training, the
+    'dropout' stream (train.py gives only that one: a new draw at every update);
+    else (evaluation) the fixed fold_in(PRNGKey(EVAL_POSITIONS_SEED), stack), so an
+    evaluation is deterministic (each row still draws its own positions)."""
+    if self.has_rng('positions'):
+      return self.make_rng('positions')
+    if train and self.has_rng('dropout'):
+      return self.make_rng('dropout')
+    return jax.random.fold_in(jax.random.PRNGKey(EVAL_POSITIONS_SEED), stack)
+
+  def _stack_positions(self, stack: int, batch: int, length: int,
+                       train: bool) -> StackPositions:
+    """The positions of self-attention stack `stack` (0 the encoder, 1 the causal
+    decoder) over `length` slots, for a batch of `batch` rows: one draw per sequence
+    (randomized schemes), made before any loop over the slots."""
+    key = self._draw_key(stack, train) if self.scheme.randomized else None
+    index = position_schemes.stack_index(self.scheme, batch, length, key,
+                                         self.randomized_max_length)
+    return position_schemes.prepare(self.scheme, index, self.position_tables[stack],
+                                    causal=stack == 1, dim=self.model_dim,
+                                    heads=self.num_heads, dtype=self.compute_dtype)
 
   # ------------------------------------------------------------------ encoder
   def encode(self, src: Array, src_lengths: Array, train: bool = False):
@@ -532,12 +575,15 @@ class Transformer(nn.Module):
     x = jnp.where(pos == end_pos, as_dtype(self.end, dtype) * scale,
                   jnp.where(pos > end_pos, jnp.zeros((), dtype), x))
     lengths = src_lengths + 2                                              # s
-    x = self.dropout(self._add_positions(x, jnp.arange(n + 2)), deterministic=not train)
+    pos = self._stack_positions(0, batch, n + 2, train)
+    if pos.absolute is not None:
+      x = x + pos.absolute
+    x = self.dropout(x, deterministic=not train)
     valid = jnp.arange(n + 2)[None, :] < lengths[:, None]                  # [B, S]
     mask = jnp.broadcast_to(valid[:, None, :], (batch, n + 2, n + 2))     # query i reads key j
     for layer in self.encoder_layers:
       h = layer_norm(x, *layer['ln_attn']())
-      x = x + self.dropout(self_attention(self._cast(layer['attn']()), h, mask, self.positions),
+      x = x + self.dropout(self_attention(self._cast(layer['attn']()), h, mask, pos),
                            deterministic=not train)
       h = layer_norm(x, *layer['ln_mlp']())
       x = x + self.dropout(mlp(self._cast(layer['mlp']()), h), deterministic=not train)
@@ -552,16 +598,18 @@ class Transformer(nn.Module):
     `__call__` gives (Flax draws each from its own path), for a fraction of the
     tracing and compilation."""
     _, _, cross = self.encode(src, src_lengths, False)
-    self._decoder(cross)
+    self._decoder(cross, src.shape[0], 1, False)
 
-  def _decoder(self, cross: Sequence[CrossInvariants]) -> _Decoder:
+  def _decoder(self, cross: Sequence[CrossInvariants], batch: int, steps: int,
+               train: bool) -> _Decoder:
+    """The decoder's arrays, its positions for `steps` steps of `batch` rows included."""
     layers = tuple(DecoderLayerArrays(layer['ln_self'](), self._cast(layer['attn']()),
                                       layer['ln_cross'](), layer['ln_mlp'](),
                                       self._cast(layer['mlp']()))
                    for layer in self.decoder_layers)
     return _Decoder(as_dtype(self.embedding, self.compute_dtype),
                     as_dtype(self.vocab_bias, self.location_dtype), layers, tuple(cross),
-                    self.decoder_norm())
+                    self.decoder_norm(), self._stack_positions(1, batch, steps, train))
 
   def _logits(self, dec: _Decoder, x: Array) -> Array:
     """x [..., D] -> logits [..., V] (tied output layer) in `location_dtype`."""
@@ -587,17 +635,18 @@ class Transformer(nn.Module):
     """Teacher-forced pass, all steps at once. tgt_in [B, T] = `<sos> y_1 .. y_{T-1}`;
     returns logits [B, T, V] and the attention of every layer and head."""
     _, lengths, cross = self.encode(src, src_lengths, train)
-    dec = self._decoder(cross)
     steps = tgt_in.shape[1]
+    dec = self._decoder(cross, tgt_in.shape[0], steps, train)
     variant = kernel_variant(self.variant)
-    x = self._add_positions(jnp.take(dec.embedding, tgt_in, axis=0) * math.sqrt(self.model_dim),
-                            jnp.arange(steps))
+    x = jnp.take(dec.embedding, tgt_in, axis=0) * math.sqrt(self.model_dim)
+    if dec.positions.absolute is not None:
+      x = x + dec.positions.absolute
     x = self.dropout(x, deterministic=not train)
     causal = jnp.tril(jnp.ones((steps, steps), bool))[None]
     weights, aux = [], []
     for layer, cross_l in zip(dec.layers, dec.cross):
       h = layer_norm(x, *layer.ln_self)
-      x = x + self.dropout(self_attention(layer.attn, h, causal, self.positions),
+      x = x + self.dropout(self_attention(layer.attn, h, causal, dec.positions),
                            deterministic=not train)
       query = layer_norm(x, *layer.ln_cross)
       o, w, a = cross_attention_parallel(variant, cross_l, query, self.min_sigma)
@@ -626,13 +675,15 @@ class Transformer(nn.Module):
     Returns (cache, (logits [B, V], weights [B, L, H, S], aux {name: [B, L, H]}))."""
     variant = kernel_variant(self.variant)
     t = cache.t
-    x = self._add_positions(jnp.take(dec.embedding, token, axis=0) * math.sqrt(self.model_dim),
-                            t[None])
+    x = jnp.take(dec.embedding, token, axis=0) * math.sqrt(self.model_dim)
+    if dec.positions.absolute is not None:
+      x = x + position_schemes.absolute_at(self.scheme, dec.positions, t,
+                                           self.position_tables[1], self.model_dim, x.dtype)
     keys, values, location, weights, aux = [], [], [], [], []
     for i, (layer, cross_l) in enumerate(zip(dec.layers, dec.cross)):
       h = layer_norm(x, *layer.ln_self)
       o, k, v = self_attention_step(layer.attn, h, cache.keys[i], cache.values[i], t,
-                                    self.positions)
+                                    dec.positions)
       x = x + o
       query = layer_norm(x, *layer.ln_cross)
       o, w, carry, a = cross_attention_step(variant, cross_l, query, cache.location[i],
@@ -652,15 +703,18 @@ class Transformer(nn.Module):
                   token: Array):
     """One cached decoder step for external loops: cross from `encode`, cache from
     `init_cache`, token [B]. Returns (cache, (logits [B, V], weights [B, L, H, S],
-    aux {name: [B, L, H]}))."""
-    return self._step(self._decoder(cross), cache, token)
+    aux {name: [B, L, H]})). The decoder's positions are those of the cache's T_max
+    steps; a randomized scheme's draw is the same at every call while the rngs passed
+    are (none, or the same 'positions' key)."""
+    batch, steps = cache.keys[0].shape[:2]
+    return self._step(self._decoder(cross, batch, steps, False), cache, token)
 
   def teacher_forced_steps(self, src: Array, src_lengths: Array,
                            tgt_in: Array) -> DecodeOutput:
     """The teacher-forced pass run step by step (the gold tokens fed through the
     cached step, `lax.scan`): the same function as `__call__` (train=False)."""
     _, lengths, cross = self.encode(src, src_lengths, False)
-    dec = self._decoder(cross)
+    dec = self._decoder(cross, src.shape[0], tgt_in.shape[1], False)
     cache = self.init_cache(src.shape[0], tgt_in.shape[1])
     _, (logits, weights, aux) = jax.lax.scan(functools.partial(self._step, dec), cache,
                                              tgt_in.T)
@@ -675,7 +729,9 @@ class Transformer(nn.Module):
     Returns tokens [B, max_steps] and the attention/aux of every step (zeros after
     the loop stopped)."""
     _, lengths, cross = self.encode(src, src_lengths, False)
-    step = functools.partial(self._step, self._decoder(cross))
+    # The decoder's positions for all max_steps steps, drawn once before the loop:
+    # step t reads slot t of the draw that teacher forcing over max_steps reads.
+    step = functools.partial(self._step, self._decoder(cross, src.shape[0], max_steps, False))
     cache0 = self.init_cache(src.shape[0], max_steps)
     tokens, weights, aux = greedy_loop(step, cache0, src.shape[0], max_steps, self.sos_id,
                                        self.pad_id, self.eos_id)
@@ -695,7 +751,12 @@ def config_defaults() -> ml_collections.ConfigDict:
   c.layers = 2               # encoder and decoder layers
   c.heads = 4                # attention heads (must divide hidden_dim)
   c.mlp_dim = 512            # MLP hidden units
-  c.positions = 'sinusoidal'  # self-attention positions: 'sinusoidal', 'rope' or 'none'
+  # Self-attention positions, encoder and decoder (backbones/positions.py): 'none',
+  # 'sinusoidal', 'learned', 'relative' (T5), 'alibi', 'rope', 'randomized_sinusoidal'
+  # or 'randomized_rope' (Ruoss et al.).
+  c.positions = 'sinusoidal'
+  c.max_positions = position_schemes.MAX_POSITIONS    # 'learned': table rows (clipped past)
+  c.randomized_max_length = position_schemes.RANDOMIZED_MAX_LENGTH  # randomized: range L
   return c
 
 
@@ -708,7 +769,9 @@ def validate(config) -> None:
       ('layers', t.layers >= 1, 'an integer >= 1'),
       ('heads', t.heads >= 1 and divides,
        f'an integer >= 1 that divides hidden_dim={config.hidden_dim}'),
-      ('mlp_dim', t.mlp_dim >= 1, 'an integer >= 1')):
+      ('mlp_dim', t.mlp_dim >= 1, 'an integer >= 1'),
+      ('max_positions', t.max_positions >= 1, 'an integer >= 1'),
+      ('randomized_max_length', t.randomized_max_length >= 1, 'an integer >= 1')):
     if not ok:
       raise errors.MonolocError(f'bad value for config.transformer.{name}: {t[name]!r}; '
                                 f'it must be {want}')
@@ -719,13 +782,15 @@ def validate(config) -> None:
 
 def build(config, vocab, variant: Variant, dtype: DType) -> Transformer:
   """The pre-LN Transformer of `config`: width config.hidden_dim, config.transformer's
-  layers / heads / mlp_dim / positions; qk_dim 0 = the head width."""
+  layers / heads / mlp_dim / positions (max_positions, randomized_max_length); qk_dim 0 =
+  the head width."""
   t = config.transformer
   return Transformer(
       dtype=dtype, param_dtype=attention.at_least_float32(dtype),
       vocab_size=len(vocab), variant=variant, init_scheme=config.init_scheme,
       num_layers=t.layers, num_heads=t.heads, model_dim=config.hidden_dim, mlp_dim=t.mlp_dim,
-      qk_dim=config.qk_dim or None, positions=t.positions, dropout_rate=config.dropout,
+      qk_dim=config.qk_dim or None, positions=t.positions, max_positions=t.max_positions,
+      randomized_max_length=t.randomized_max_length, dropout_rate=config.dropout,
       min_sigma=config.min_sigma, pad_id=vocab.pad_id, sos_id=vocab.sos_id,
       eos_id=vocab.eos_id)
 
