@@ -11,7 +11,9 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 from monoloc_jax import errors
 from monoloc_jax import recipes
 from monoloc_jax import tasks
+from monoloc_jax.backbones import positions
 from monoloc_jax.configs import cfq
+from monoloc_jax.tasks import chomsky
 
 TABLE2_TASKS = ('copy', 'reverse_copy', 'lookup', 'reverse_lookup', 'recopy', 'reverse_recopy',
                 'inv_recopy', 'inv_reverse_recopy')
@@ -24,6 +26,21 @@ TRANSFORMER_VARIANTS = ('content', 'relative', 'onestep', 'mono')
 TABLE7_VARIANTS = ('locattn_s', 'rmono', 'bi_rope', 'mix_locattn', 'mix_locattn_s',
                    'mix_locattn_s_pr', 'mix_onestep', 'mix_onestep_pr', 'mix_mono',
                    'mix_mono_pr', 'mix_rmono', 'mix_rmono_pr')
+# Beyond the paper II: the Chomsky-hierarchy suite (Delétang et al. 2023) under one
+# protocol (recipes.CHOMSKY_GRID): the GRU with OneStepAttn, MonoAttn and content
+# attention; the Transformer with content cross-attention under each position scheme; the
+# Transformer with OneStepAttn and MonoAttn cross-attention (sinusoidal positions).
+CHOMSKY_TASKS = tuple(chomsky.TASKS)
+POSITION_SCHEMES = positions.POSITIONS
+CHOMSKY_LABELS = (
+    'onestep.chomsky', 'mono.chomsky', 'content.chomsky',
+    'content.transformer.chomsky',
+    *(f'content.transformer.chomsky.pos_{name}' for name in POSITION_SCHEMES
+      if name != 'sinusoidal'),
+    'onestep.transformer.chomsky', 'mono.transformer.chomsky')
+# Grids whose units are range-evaluated after training (reproduce.run_unit): the unit
+# JSON gets a 'range' entry over its config's range_lengths.
+RANGE_GRIDS = ('chomsky',)
 # Config overrides by label suffix: 'mix_onestep.reference_code' runs mix_onestep
 # with mix_mode='authors_code'. The procedure's values live in monoloc_jax/recipes.py;
 # each procedure tag here is a view of a recipe. Tags are parts of results paths
@@ -46,6 +63,12 @@ OPTION_TAGS: Mapping[str, Mapping[str, Any]] = {
     'transformer': dict(recipes.TRANSFORMER_GRID),
     # The GRU protocol's dropout on the Transformer (grid `transformer_dropout05`).
     'dropout05': {'dropout': 0.5},
+    # The Chomsky-hierarchy grid's budget and range (recipes.CHOMSKY_GRID says why).
+    'chomsky': dict(recipes.CHOMSKY_GRID),
+    # The Transformer's self-attention positions, one tag per scheme but the default
+    # (sinusoidal): 'pos_alibi' sets transformer.positions='alibi'.
+    **{f'pos_{name}': {'transformer.positions': name}
+       for name in POSITION_SCHEMES if name != 'sinusoidal'},
 }
 # The investigation of ReCopy / MonoAttn (0 here, 100 in the paper): MonoAttn
 # under the authors' code's dev metric, its random batches, both, and with a
@@ -135,6 +158,8 @@ def grid_runs(cfq: bool = False) -> Dict[str, List[Tuple[str, str]]]:
       # The same at the GRU protocol's dropout, 0.5 (seed 0 only: the grid's first form).
       'transformer_dropout05': _runs(TABLE2_TASKS,
                                      _tagged(TRANSFORMER_VARIANTS, 'transformer.dropout05')),
+      # Beyond the paper II: the Chomsky-hierarchy suite.
+      'chomsky': _runs(CHOMSKY_TASKS, CHOMSKY_LABELS),
   }
 
 
@@ -142,7 +167,7 @@ GRID_NAMES = tuple(grid_runs())
 # Grids beyond the paper: named one by one on the command line, not part of 'all', and
 # not part of a complete reproduction (`expected_units`); REPRODUCTION.md shows each in
 # its own section once it has results.
-BEYOND_PAPER_GRIDS = ('transformer', 'transformer_dropout05')
+BEYOND_PAPER_GRIDS = ('transformer', 'transformer_dropout05', 'chomsky')
 PAPER_GRID_NAMES = tuple(g for g in GRID_NAMES if g not in BEYOND_PAPER_GRIDS)
 
 

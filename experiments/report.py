@@ -24,6 +24,7 @@ import grid as grids_lib  # experiments/grid.py
 from monoloc_jax import config_paths  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
+from monoloc_jax.tasks import chomsky  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PAPER = pathlib.Path(__file__).resolve().parent / 'data' / 'paper_results.md'
@@ -937,6 +938,63 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
   return lines
 
 
+# Column names of the Chomsky grid's models (experiments/grid.py CHOMSKY_LABELS).
+def _chomsky_model(label: str) -> str:
+  variant, *tags = label.split('.')
+  names = {'onestep': 'OneStep', 'mono': 'Mono', 'content': 'content'}
+  if 'transformer' not in tags:
+    return f'GRU {names[variant]}'
+  scheme = next((t[len('pos_'):] for t in tags if t.startswith('pos_')), 'sinusoidal')
+  return f'TF {names[variant]}' + ('' if variant != 'content' else f' / {scheme}')
+
+
+def chomsky_grid(results) -> List[str]:
+  """Beyond the paper II: grid `chomsky`, the suite's score (mean per-token accuracy over
+  test lengths 41-500, each unit's range evaluation) per task x model, the median over
+  seeds [seeds], with the units still missing listed. Nothing while the grid has no
+  results."""
+  runs = grids_lib.grid_runs()['chomsky']
+  have = {(u.task, u.label, u.seed): r for u in grids_lib.units(['chomsky'], [0, 1, 2])
+          for r in results.get(('chomsky', u.task, u.label), []) if r['seed'] == u.seed}
+  if not have:
+    return []
+  records_all = list(have.values())
+  labels = list(grids_lib.CHOMSKY_LABELS)
+  lines = ['## Beyond the paper II: the Chomsky-hierarchy suite', '',
+           "**Not in the paper.** The fifteen tasks of Delétang et al. (ICLR 2023) "
+           '(`monoloc_jax/tasks/chomsky.py`), trained on lengths 1–40 and scored as the suite '
+           'scores: the mean per-token accuracy over every test length 41–500 (each unit is '
+           'range-evaluated after training, 16 inputs per length). Models: the GRU with '
+           'OneStepAttn, MonoAttn and content attention; the Transformer (the Transformer '
+           "grid's size) with content cross-attention under each self-attention position "
+           'scheme, and with OneStepAttn and MonoAttn cross-attention (sinusoidal positions). '
+           'The budget (`recipes.CHOMSKY_GRID`): 10 epochs of 10,000 training inputs, about a '
+           "thousandth of the suite's 1,000,000 steps of batch 128, so a low score here says "
+           'less than one there. The suite reports the best of 10 initialisations (and of '
+           'its learning rates); cells here are medians of 3 seeds. Its published figures are '
+           'not shown: no stored copy of either paper (Delétang et al.; Ruoss et al., ACL 2023) '
+           'reaches their tables, and their models differ (encoder-only Transformers and '
+           'RNNs without attention that read the output off the input tape, against this '
+           "library's encoder-decoders that decode step by step).", '',
+           _protocol(records_all), '',
+           'Cells: median score (%) over seeds [seeds run]; "–": not run yet.', '',
+           '| task | level | ' + ' | '.join(_chomsky_model(l) for l in labels) + ' |',
+           '|' + '---|' * (2 + len(labels))]
+  for task in grids_lib.CHOMSKY_TASKS:
+    cells = []
+    for label in labels:
+      scores = [have[(task, label, k)]['range']['ood_score'] for k in (0, 1, 2)
+                if (task, label, k) in have]
+      cells.append(f'{_fmt(_median(scores))} [{len(scores)}]' if scores else '–')
+    level = chomsky.TASKS[task].level
+    lines.append(f'| {task} | {level} | ' + ' | '.join(cells) + ' |')
+  lines.append('')
+  done = {('chomsky', task, label, seed) for (task, label, seed) in have}
+  lines += _missing_lines(grids_lib.units(['chomsky'], [0, 1, 2]), done, 'units of seeds 0-2')
+  lines.append('')
+  return lines
+
+
 def _missing_lines(units: Sequence[grids_lib.Unit], have: set, what: str) -> List[str]:
   """'H of N <what> have results; M missing.' and one line per grid of the missing ones."""
   by_grid: Dict[str, List[str]] = {}
@@ -1280,6 +1338,7 @@ def render(results_dir: pathlib.Path, paper_paths: Sequence[pathlib.Path] = PAPE
   out += authors_code(authors_runs, results, paper)
   out += transformer_grid(results)
   out += transformer_dropout05(results)
+  out += chomsky_grid(results)
   out += horizons(results_dir, results, figures)
   out += missing(results)
   return '\n'.join(out).rstrip() + '\n'

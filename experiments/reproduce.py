@@ -106,7 +106,8 @@ PROTOCOL_FIELDS = ('max_epochs', 'early_stop_patience', 'perfect_dev_patience', 
                    'bucket_batches', 'data_seed', 'improvement_tolerance', 'plateau_rule',
                    'plateau_threshold', 'source_eos_tasks', 'init_scheme', 'sigma_bias',
                    'location_normaliser', 'warmup_steps', 'backbone', 'transformer.layers',
-                   'transformer.heads', 'transformer.mlp_dim', 'transformer.positions')
+                   'transformer.heads', 'transformer.mlp_dim', 'transformer.positions',
+                   'range_lengths', 'range_samples')
 
 
 def code_commit() -> Dict[str, Any]:
@@ -412,10 +413,13 @@ def run_group(group: Sequence[grids_lib.Unit], base_config, results_dir: pathlib
   wall = run_wall_s(results, time.time() - t0)
   history = rundir.read_history(path)
   records = []
+  ranges = unit_range(path) if group[0].grid in grids_lib.RANGE_GRIDS else None
   for i, u in enumerate(group):
     record = unit_record(u, unit_config(base_config, u, data_dir), seed_results(results, history, i),
                          data_dir, wall / len(group))
     record['program'] = {'seeds': [v.seed for v in group], 'wall_time_s': round(wall, 1)}
+    if ranges is not None:
+      record['range'] = ranges[i]
     write_json_atomic(u.path(results_dir, '.json'), record)
     records.append(record)
   return records
@@ -430,8 +434,30 @@ def run_unit(unit: grids_lib.Unit, base_config, results_dir: pathlib.Path, workd
   t0 = time.time()
   results = train.train_and_evaluate(config, str(unit.path(workdir)))
   record = unit_record(unit, config, results, data_dir, run_wall_s(results, time.time() - t0))
+  if unit.grid in grids_lib.RANGE_GRIDS:
+    record['range'] = unit_range(unit.path(workdir))[0]
   write_json_atomic(unit.path(results_dir, '.json'), record)
   return record
+
+
+def unit_range(run_dir: pathlib.Path) -> List[Dict[str, Any]]:
+  """Range-evaluates a finished run (`range_eval.range_evaluate`, its config's
+  range_lengths and range_samples) and returns, per seed, the unit JSON's 'range' entry:
+  the lengths, that seed's accuracy / token_accuracy / edit_distance per length, its
+  horizon and OOD score (the Chomsky suite's score: mean per-token accuracy over the
+  lengths above training), the samples per length and the programs compiled."""
+  from monoloc_jax import range_eval  # pylint: disable=g-import-not-at-top
+  result = range_eval.range_evaluate(str(run_dir))
+  lengths, lo, hi = result['lengths'], *(result['train_lengths'] or (None, None))
+  out = []
+  for i, _ in enumerate(result['per_seed']['seeds']):
+    seed = {k: result['per_seed'][k][i] for k in range_eval.METRIC_NAMES}
+    out.append({'lengths': [lengths[0], lengths[-1]], **seed,
+                'horizon': range_eval.horizon(lengths, seed['accuracy'], lo),
+                'ood_score': range_eval.ood_score(lengths, seed['token_accuracy'], hi),
+                'samples': result['samples'], 'compiled_programs': result['compiled_programs'],
+                'wall_time_s': round(result['wall_time_s'], 1)})
+  return out
 
 
 def run_units_locally(left: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,

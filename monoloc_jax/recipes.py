@@ -41,7 +41,7 @@ from monoloc_jax import config_paths
 from monoloc_jax import errors
 
 __all__ = ['AUTHORS_CODE', 'FIELD_HELP', 'LIBRARY', 'PAPER_EPOCHS', 'PLATEAU_RULES', 'RECIPES',
-           'TRANSFORMER_GRID', 'Tracker', 'apply', 'early_stop', 'improvement',
+           'TRANSFORMER_GRID', 'CHOMSKY_GRID', 'Tracker', 'apply', 'early_stop', 'improvement',
            'library_plateau', 'perfect_dev_stop', 'reduce_lr_on_plateau', 'subset']
 
 # ---------------------------------------------------------------------------
@@ -187,6 +187,20 @@ TRANSFORMER_GRID: Mapping[str, Any] = types.MappingProxyType({
     'backbone': 'transformer', 'warmup_steps': 100, 'transformer.layers': 1,
     'transformer.heads': 4, 'transformer.mlp_dim': 128, 'dropout': 0.1,
     'test_splits': 'test_iid,paper',
+})
+
+
+# The Chomsky-hierarchy grid's budget (beyond the paper; experiments/grid.py `chomsky`), on
+# top of the grid protocol (experiments/configs/reproduce.py: library procedure, 3 epochs
+# at 100% dev stop a seed). The suite trains 1,000,000 steps of batch 128 (1.28e8
+# sequences) per model; a 2-core CPU affords about a thousandth: 10 epochs of the task's
+# 10,000 training inputs (1e5 sequences, ~3,100 updates of 32), early stopping after 5
+# epochs without dev improvement. Scored on test_iid (does it fit lengths 1-40?) and
+# test_ood (41-500), then range-evaluated over 41-500 with 16 inputs per length (the
+# suite's score is the mean per-token accuracy over those lengths).
+CHOMSKY_GRID: Mapping[str, Any] = types.MappingProxyType({
+    'max_epochs': 10, 'early_stop_patience': 5, 'test_splits': 'test_iid,test_ood',
+    'range_lengths': '41:500', 'range_samples': 16,
 })
 
 

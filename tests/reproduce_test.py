@@ -703,6 +703,54 @@ def test_table6_shows_test_iid_and_marks_a_retrain_that_did_not_reproduce(tmp_pa
   assert '| mono | 3 | 98.0 [99.0, 97.0†, –] | 90.0 / 0.00 |' in table, table
 
 
+def test_the_chomsky_grid_range_evaluates_each_unit(tmp_path, monkeypatch):
+  """The `chomsky` grid: 15 tasks x 13 models, a position tag per scheme, and each unit's
+  JSON carries its range evaluation (here a tiny budget and range instead of the grid's)."""
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  runs = grid.grid_runs()['chomsky']
+  assert len(runs) == 15 * 13 and 'chomsky' in grid.BEYOND_PAPER_GRIDS
+  assert not [u for u in grid.expected_units() if u.grid == 'chomsky']
+  alibi = grid.Unit('chomsky', 'parity_check', 'content.transformer.chomsky.pos_alibi', 0)
+  assert alibi.overrides['transformer.positions'] == 'alibi'
+  assert alibi.overrides['backbone'] == 'transformer' and alibi.overrides['max_epochs'] == 10
+  assert {u for _, u in runs if u.startswith('content.transformer')} == {
+      'content.transformer.chomsky', *(f'content.transformer.chomsky.pos_{p}' for p in (
+          'none', 'learned', 'relative', 'alibi', 'rope', 'randomized_sinusoidal',
+          'randomized_rope'))}
+  monkeypatch.setitem(grid.OPTION_TAGS, 'chomsky', {
+      'max_epochs': 1, 'test_splits': 'test_iid', 'range_lengths': '41:43', 'range_samples': 2})
+  base = default.get_config()
+  base.update(train_size=64, eval_size=8, progress=False)
+  unit = grid.Unit('chomsky', 'parity_check', 'onestep.chomsky', 0)
+  rec = reproduce.run_unit(unit, base, tmp_path / 'results', tmp_path / 'runs',
+                           reproduce.DataDirs())
+  saved = json.loads(unit.path(tmp_path / 'results', '.json').read_text())
+  assert saved == json.loads(json.dumps(rec))
+  r = saved['range']
+  assert r['lengths'] == [41, 43] and len(r['accuracy']) == 3 and r['samples'] == [2, 2, 2]
+  assert r['ood_score'] == pytest.approx(sum(r['token_accuracy']) / 3)
+  assert set(saved['test']) == {'test_iid'} and saved['protocol']['range_samples'] == 2
+
+
+def test_the_report_shows_the_chomsky_grid_once_it_has_a_unit(fixture_results):
+  assert 'Chomsky' not in report.render(fixture_results)
+  for seed, score in ((0, 40.0), (1, 60.0), (2, 55.5)):
+    rec = record('chomsky', 'parity_check', 'content.transformer.chomsky.pos_alibi', seed,
+                 {'test_iid': 100.0, 'test_ood': 0.0})
+    rec['range'] = {'ood_score': score, 'horizon': 40}
+    write(fixture_results, rec)
+  text = report.render(fixture_results)
+  section = text[text.index('## Beyond the paper II'):].split('\n## ')[0]
+  header = next(line for line in section.splitlines() if line.startswith('| task |'))
+  row = next(line for line in section.splitlines() if line.startswith('| parity_check |'))
+  column = header.split(' | ').index('TF content / alibi')
+  assert row.split(' | ')[column] == '55.5 [3]', (header, row)
+  assert row.split(' | ')[1] == 'regular'
+  assert header.split(' | ')[1:4] == ['level', 'GRU OneStep', 'GRU Mono']
+  assert '3 of 585 units of seeds 0-2 have results; 582 missing.' in section
+  assert '- **chomsky** (582 missing): even_pairs/onestep.chomsky/seed0, ' in section
+
+
 def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys):
   """Two workers on one grid: a unit whose workdir another process holds, and a unit
   another worker finished after this one listed it, are skipped without failing."""
