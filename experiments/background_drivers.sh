@@ -76,7 +76,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
   # records whether it reproduced the committed figures). One worker per core: Table 6's
   # test_iid (issue "Fidelity III"), then the horizons of the best seed of every Table 2
   # run under the authors' procedure and every Transformer-grid run (issue "Range
-  # evaluation").
+  # evaluation"), then the Chomsky grid seed by seed, both workers on it (issue "Beyond the
+  # paper II"; each unit's workdir lock keeps it to one worker).
   for core in 0 1; do
     [ $core = 0 ] && T6=dedupe || T6=posretrieve
     [ $core = 0 ] && HZ="--grid=table2_authors" || HZ="--grid=transformer"
@@ -87,6 +88,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
     $R --grid=table6_authors --runs=$RUNS6 --seeds=0,1,2,3,4 --add_test_splits=test_iid \
        --retrain_gone --workdir=$RUNS/runs-authors
     $R $HZ --seeds=0,1,2,3,4 --range_evaluate --workdir=$RUNS/runs-range
+    for s in 0 1 2; do $R --grid=chomsky --seeds=\$s --workdir=$RUNS/runs-chomsky; done
     " >> "$LOGS/retrain$core.log" 2>&1 &
   done
 fi
