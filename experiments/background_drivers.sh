@@ -5,9 +5,9 @@
 #
 # all: every driver; jax: all but the authors'-code queue; authors: only the authors'
 # procedure's two workers (to restart them on new code while the others run on); code:
-# only the authors'-code queue (to restart it on a new order); retrain: only the reruns of
-# finished units whose checkpoints are gone (Table 6's test_iid, the horizons), at the lowest
-# priority, so that they take a core as the authors'-code queue leaves it.
+# only the authors'-code queue (to restart it on a new order); retrain: the reruns of
+# finished units whose checkpoints are gone (Table 6's test_iid, the horizons), then the
+# Chomsky grid, at the lowest priority, so that they take a core as the queue leaves it.
 #
 # Expects beside this checkout (MEASUREMENTS.md §6, experiments/authors_code/README.md):
 #   ../grid-src  a clone of main (`git clone <this checkout> ../grid-src`): the grids run
