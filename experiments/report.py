@@ -10,6 +10,7 @@ results/NOTES.md, so it regenerates byte-identically.
 
 import collections
 import json
+import math
 import pathlib
 import re
 import statistics
@@ -1268,6 +1269,34 @@ def _authors_code_solved(facts: Facts) -> str:
     parts.append(f"{_run_name(item['task'], item['label'])} {sum(a >= SOLVED for a in accs)} "
                  f"of {len(accs)} [{', '.join(f'{a:g}' for a in accs)}]")
   return '; '.join(parts)
+
+
+def fisher_exact(a: int, n_a: int, b: int, n_b: int) -> float:
+  """Two-sided Fisher's exact test of a of n_a against b of n_b successes: the probability,
+  with the margins fixed (hypergeometric), of a table no more likely than the one seen."""
+  total, hits = n_a + n_b, a + b
+  def prob(k: int) -> float:
+    return math.comb(hits, k) * math.comb(total - hits, n_a - k) / math.comb(total, n_a)
+  seen = prob(a)
+  ks = range(max(0, hits - n_b), min(hits, n_a) + 1)
+  return min(1.0, sum(prob(k) for k in ks if prob(k) <= seen * (1 + 1e-9)))
+
+
+@tally('irr_mono_codes')
+def _irr_mono_codes(facts: Facts) -> str:
+  """Inv Reverse ReCopy / MonoAttn at 100: the seeds solved by the authors' procedure here
+  and by the authors' code, with Fisher's exact test of the two rates."""
+  ours = [r['test']['test_100']['accuracy'] for r in
+          sorted(facts.results.get(('table2_authors', 'inv_reverse_recopy', 'mono.authors'), []),
+                 key=lambda r: r['seed'])]
+  theirs = [s['test']['test_100'] for item in facts.authors_runs
+            if (item['task'], item['label']) == ('inv_reverse_recopy', 'mono')
+            for run in item['runs'] for s in sorted(run['seeds'], key=lambda s: s['seed'])]
+  a, b = sum(x >= SOLVED for x in ours), sum(x >= SOLVED for x in theirs)
+  p = fisher_exact(a, len(ours), b, len(theirs)) if ours and theirs else float('nan')
+  return (f"the authors' procedure here solves {a} of {len(ours)} seeds at 100 "
+          f"[{', '.join(f'{x:g}' for x in ours)}], the authors' code {b} of {len(theirs)} "
+          f"[{', '.join(f'{x:g}' for x in theirs)}]; Fisher's exact test, two-sided: p = {p:.3g}")
 
 
 def _progress(grid_name: str) -> Callable[[Facts], str]:

@@ -751,6 +751,15 @@ def test_the_report_shows_the_chomsky_grid_once_it_has_a_unit(fixture_results):
   assert '- **chomsky** (582 missing): even_pairs/onestep.chomsky/seed0, ' in section
 
 
+def test_fisher_exact_by_hand():
+  # 3 of 3 against 0 of 3: the two extreme tables, each 1/20.
+  assert report.fisher_exact(3, 3, 0, 3) == pytest.approx(0.1)
+  # 5 of 5 against 1 of 5: C(6,5)C(4,0)/C(10,5) = 6/252 on each side.
+  assert report.fisher_exact(5, 5, 1, 5) == pytest.approx(12 / 252)
+  assert report.fisher_exact(1, 5, 5, 5) == pytest.approx(12 / 252)   # symmetric
+  assert report.fisher_exact(2, 4, 2, 4) == pytest.approx(1.0)        # equal rates
+
+
 def test_units_locked_or_finished_by_another_worker_are_skipped(tmp_path, capsys):
   """Two workers on one grid: a unit whose workdir another process holds, and a unit
   another worker finished after this one listed it, are skipped without failing."""
