@@ -597,8 +597,8 @@ _RANGE = flags.DEFINE_bool(
     "selected run (results/range/<grid>/<task>/<label>.json), from its workdir's best-dev "
     'checkpoint, training that seed again from scratch where its workdir is gone.')
 _RANGE_LENGTHS = flags.DEFINE_string(
-    'range_lengths', '', "--range_evaluate: 'lo:hi' for every run ('' = RANGE_LENGTHS per "
-    'task, else the task\'s default range).')
+    'range_evaluate_lengths', '', "--range_evaluate: 'lo:hi' for every run ('' = "
+    "RANGE_LENGTHS per task, else the task's default range).")
 _SPLIT_ONLY = flags.DEFINE_bool(
     'split_runs_only', False, 'Only runs whose seeds 0, 1 and 2 are all finished and disagree '
     'on the solved / partial / failed mark at a compared length (a median within one seed of '

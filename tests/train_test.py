@@ -152,7 +152,7 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
 
 
 @pytest.mark.parametrize('field, value, message', [
-    ('task', 'nope', "unknown task 'nope'; valid tasks: cfq_length, copy"),
+    ('task', 'nope', "unknown task 'nope'; valid tasks: binary_addition, binary_multiplication"),
     ('variant', 'nope', "unknown variant 'nope'; valid variants: bi_relative"),
     ('learning_rate', -1.0, 'bad value for config.learning_rate: -1.0; it must be a positive'),
     ('seeds', 0, 'bad value for config.seeds: 0'),

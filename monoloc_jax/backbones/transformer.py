@@ -751,10 +751,7 @@ def config_defaults() -> ml_collections.ConfigDict:
   c.layers = 2               # encoder and decoder layers
   c.heads = 4                # attention heads (must divide hidden_dim)
   c.mlp_dim = 512            # MLP hidden units
-  # Self-attention positions, encoder and decoder (backbones/positions.py): 'none',
-  # 'sinusoidal', 'learned', 'relative' (T5), 'alibi', 'rope', 'randomized_sinusoidal'
-  # or 'randomized_rope' (Ruoss et al.).
-  c.positions = 'sinusoidal'
+  c.positions = 'sinusoidal'  # self-attention positions (backbones/positions.py POSITIONS)
   c.max_positions = position_schemes.MAX_POSITIONS    # 'learned': table rows (clipped past)
   c.randomized_max_length = position_schemes.RANDOMIZED_MAX_LENGTH  # randomized: range L
   return c
