@@ -193,6 +193,19 @@ def tokens_only(programs: inference.EvalPrograms) -> Callable:
       params, src, src_len, steps)[0], static_argnums=(3,))
 
 
+def fill_batch(bucket: Bucket, chunk: Sequence[Tuple[int, int]],
+               splits: Mapping[int, ip.EncodedSplit]) -> Tuple[np.ndarray, np.ndarray]:
+  """One batch of `bucket`: sources [batch, src_width] and lengths [batch] of the rows
+  `chunk` ((length, index) pairs); filler rows repeat the chunk's first row."""
+  src = np.zeros((bucket.batch, bucket.src_width), np.int32)
+  src_len = np.zeros((bucket.batch,), np.int32)
+  for row, (n, i) in enumerate(list(chunk) + [chunk[0]] * (bucket.batch - len(chunk))):
+    width = int(splits[n].src_len[i])
+    src[row, :width] = splits[n].src[i, :width]
+    src_len[row] = width
+  return src, src_len
+
+
 def decode_buckets(greedy: Callable, params, splits: Mapping[int, ip.EncodedSplit],
                    buckets: Sequence[Bucket], progress: bool = False
                    ) -> Tuple[Dict[int, np.ndarray], float]:
@@ -214,12 +227,7 @@ def decode_buckets(greedy: Callable, params, splits: Mapping[int, ip.EncodedSpli
       jobs.append((bucket, start == 0, where[start:start + bucket.batch]))
   first_call_s = 0.0
   for bucket, first, chunk in logs.progress(jobs, len(jobs), 'range', progress):
-    src = np.zeros((bucket.batch, bucket.src_width), np.int32)
-    src_len = np.zeros((bucket.batch,), np.int32)
-    for row, (n, i) in enumerate(chunk + [chunk[0]] * (bucket.batch - len(chunk))):
-      width = int(splits[n].src_len[i])
-      src[row, :width] = splits[n].src[i, :width]
-      src_len[row] = width
+    src, src_len = fill_batch(bucket, chunk, splits)
     t0 = time.perf_counter()
     src, src_len = sharding.put_like(params, src, src_len)
     tok = sharding.to_host(greedy(params, src, src_len, bucket.steps))

@@ -129,15 +129,7 @@ def profile_plan(lengths_text: str, samples: int, hlo_file: str = '') -> None:
     for start in range(0, len(where), bucket.batch):
       chunk = where[start:start + bucket.batch]
 
-      def fill():
-        src = np.zeros((bucket.batch, bucket.src_width), np.int32)
-        src_len = np.zeros((bucket.batch,), np.int32)
-        for row, (n, i) in enumerate(chunk + [chunk[0]] * (bucket.batch - len(chunk))):
-          width = int(splits[n].src_len[i])
-          src[row, :width] = splits[n].src[i, :width]
-          src_len[row] = width
-        return src, src_len
-      (src, src_len), dt, _ = timed(fill)
+      (src, src_len), dt, _ = timed(lambda: range_eval.fill_batch(bucket, chunk, splits))
       fill_s += dt
       tok, dw, dc = timed(lambda: np.asarray(compiled(params, src, src_len)))
       wall, cpu = wall + dw, cpu + dc
