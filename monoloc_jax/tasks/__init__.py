@@ -258,11 +258,13 @@ def _load_cfq(names: Tuple[str, ...], seed: int,
 # ------------------------------------------------------------- samplers ---
 
 
-def _sample_digit(digit: synthetic.DigitTask, length: int, n: int, seed: int,
-                  exclude: FrozenSet[Source], data_seed: int,
-                  data_dir: Optional[str]) -> List[Example]:
-  del data_seed, data_dir  # The rule does not depend on the data.
-  return synthetic.sample(digit, length, n, seed, exclude)
+def _data_free(sample: Callable[..., List[Example]], task: Any, length: int, n: int,
+               seed: int, exclude: FrozenSet[Source], data_seed: int,
+               data_dir: Optional[str]) -> List[Example]:
+  """A `Sampler` from `sample(task, length, n, seed, exclude)` of a task whose rule does
+  not depend on the data (digit and Chomsky tasks: data_seed and data_dir unused)."""
+  del data_seed, data_dir
+  return sample(task, length, n, seed, exclude)
 
 
 def _digit_lengths(digit: synthetic.DigitTask,
@@ -288,13 +290,6 @@ def _load_chomsky(task: chomsky.ChomskyTask, names: Tuple[str, ...], seed: int,
   return chomsky.generate(task, seed)
 
 
-def _sample_chomsky(task: chomsky.ChomskyTask, length: int, n: int, seed: int,
-                    exclude: FrozenSet[Source], data_seed: int,
-                    data_dir: Optional[str]) -> List[Example]:
-  del data_seed, data_dir  # The rule does not depend on the data.
-  return chomsky.sample(task, length, n, seed, exclude)
-
-
 def _chomsky_lengths(task: chomsky.ChomskyTask,
                      example: Example) -> FrozenSet[int]:
   return chomsky.lengths_of(task, example.source)
@@ -314,7 +309,7 @@ def _digit_spec(digit: synthetic.DigitTask) -> TaskSpec:
       train_lengths=synthetic.TRAIN_LENGTHS,
       split_lengths=synthetic.SPLIT_LENGTHS,
       length_unit='items',
-      sampler=LengthSampler(functools.partial(_sample_digit, digit),
+      sampler=LengthSampler(functools.partial(_data_free, synthetic.sample, digit),
                             functools.partial(_digit_lengths, digit)))
 
 
@@ -345,7 +340,7 @@ def _chomsky_spec(task: chomsky.ChomskyTask) -> TaskSpec:
       train_lengths=chomsky.train_lengths(task),
       split_lengths=chomsky.split_lengths(task),
       length_unit=task.unit,
-      sampler=LengthSampler(functools.partial(_sample_chomsky, task),
+      sampler=LengthSampler(functools.partial(_data_free, chomsky.sample, task),
                             functools.partial(_chomsky_lengths, task),
                             min_length=task.min_length),
       test_lengths=chomsky.TEST_LENGTHS)
