@@ -242,9 +242,9 @@ def measure_range(task: str, model_name: str, eval_batch_size: int, lengths: str
   vocab = Vocabulary.from_examples(train_ex)
   model = backbones.from_config(config, vocab)
   dummy = jax.numpy.ones((1, 1), jax.numpy.int32)
-  params = jax.vmap(lambda key: model.init({'params': key}, dummy, jax.numpy.ones((1,), 'int32'),
-                                           dummy)['params'])(
-                                               jax.random.split(jax.random.PRNGKey(0), seeds))
+  params = jax.vmap(lambda key: backbones.init_params(
+      model, key, dummy, jax.numpy.ones((1,), 'int32')))(jax.random.split(jax.random.PRNGKey(0),
+                                                                           seeds))
   programs = inference.make_eval_programs(model, seed_strategy, precision.of(config))
   r = range_eval.evaluate_lengths(programs, params, vocab, config, length_list, samples,
                                   train_ex)

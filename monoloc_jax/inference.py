@@ -159,8 +159,7 @@ def abstract_params(model: backbones.Model, n_seeds: int):
   """Shapes/dtypes of a seed-stacked parameter tree [N, ...], computed without running."""
   dummy = jnp.ones((1, 1), jnp.int32)
   keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
-  init = lambda key: model.init({'params': key}, dummy, jnp.ones((1,), jnp.int32),
-                                dummy)['params']
+  init = lambda key: backbones.init_params(model, key, dummy, jnp.ones((1,), jnp.int32))
   return jax.eval_shape(jax.vmap(init), keys)
 
 

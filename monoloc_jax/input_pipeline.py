@@ -41,6 +41,10 @@ BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 
 # batch (longest target 36) by 11 decoder steps.
 RANDOM_WIDTH_MULTIPLE = 8
 
+# An evaluation split's batches share its widest shape when that costs at most this
+# factor in positions (source width x steps) over their bucketed shapes (`eval_shapes`).
+ONE_SHAPE_PADDING = 1.5
+
 
 def bucket_length(n: int) -> int:
   """The smallest bucket >= n."""
@@ -203,24 +207,45 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
     yield Batch(*(np.stack(parts) for parts in zip(*batches)))
 
 
+def eval_shapes(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int
+                ) -> List[Tuple[np.ndarray, int, int]]:
+  """The batches of an evaluation split (lengths src_len [n], tgt_len [n]) as
+  (example indices, source width, decode steps), sorted by length.
+
+  Each batch takes bucketed widths: its longest source rounded up to a bucket (at most
+  the split's longest source: a split of length-100 inputs is read at width 100, not
+  128) and its longest target's bucket as steps. When giving every batch the split's
+  widest shape instead costs at most `ONE_SHAPE_PADDING` times their positions
+  (source width x steps, summed over the batches), they all take it: one compiled
+  program for the split, where a spread of short lengths (test_iid: 3 shapes) costs a
+  program for each (about 3 CPU s on the CPU VM) to save a fraction of a second of
+  decoding (greedy decoding stops at the batch's longest output in any case).
+  """
+  order = np.lexsort((src_len, tgt_len))
+  longest_src = int(src_len.max())
+  out = []
+  for start in range(0, len(order), batch_size):
+    idx = order[start:start + batch_size]
+    out.append((idx, min(bucket_length(int(src_len[idx].max())), longest_src),
+                bucket_length(int(tgt_len[idx].max()))))
+  widest = max(w for _, w, _ in out), max(t for _, _, t in out)
+  positions = sum(w * t for _, w, t in out)
+  if len(out) * widest[0] * widest[1] <= ONE_SHAPE_PADDING * positions:
+    out = [(idx,) + widest for idx, _, _ in out]
+  return out
+
+
 def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int
                  ) -> List[Tuple[np.ndarray, Batch, int]]:
   """Evaluation batches sorted by length: (example indices, batch, decode steps).
 
   Every batch has exactly `batch_size` rows (filler rows repeat row 0 and are
-  dropped by the caller via the indices), source width and decode steps are
-  bucketed, so a whole split compiles a few programs. The source width is at
-  most the split's longest source (a split of length-100 inputs is read at
-  width 100, not 128): no more shapes, no encoder step spent on padding only.
+  dropped by the caller via the indices); widths and steps as `eval_shapes`, so a
+  whole split compiles one program or a few.
   """
-  order = np.lexsort((split.src_len, split.tgt_len))
-  longest_src = int(split.src_len.max())
   out = []
-  for start in range(0, len(order), batch_size):
-    idx = order[start:start + batch_size]
+  for idx, src_width, steps in eval_shapes(split.src_len, split.tgt_len, batch_size):
     padded = np.concatenate([idx, np.full(batch_size - len(idx), -1)])
-    src_width = min(bucket_length(int(split.src_len[idx].max())), longest_src)
-    steps = bucket_length(int(split.tgt_len[idx].max()))
     out.append((idx, _make_batch(split, padded, src_width, steps, sos_id), steps))
   return out
 

@@ -186,8 +186,8 @@ def make_train_programs(model: backbones.Model, tx: optax.GradientTransformation
   """
   pad = model.pad_id
 
-  def init_one(key, src, src_len, tgt_in):
-    params = model.init({'params': key}, src, src_len, tgt_in)['params']
+  def init_one(key, src, src_len):
+    params = backbones.init_params(model, key, src, src_len)
     return params, tx.init(params)
 
   def step_one(state: TrainState, batch: ip.Batch, stats: EpochStats):
@@ -218,7 +218,7 @@ def make_train_programs(model: backbones.Model, tx: optax.GradientTransformation
 
   return TrainPrograms(
       init=jax.jit(precision.traced_under(
-          multiseed.over_seeds(init_one, (0, None, None, None), seed_strategy),
+          multiseed.over_seeds(init_one, (0, None, None), seed_strategy),
           matmul_precision)),
       train_step=jax.jit(precision.traced_under(
           multiseed.over_seeds(step_one, (0, 0, 0), seed_strategy), matmul_precision),
@@ -234,7 +234,7 @@ def create_train_state(programs: TrainPrograms, seeds: Sequence[int],
   """
   keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
   init_keys, dropout_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
-  params, opt_state = programs.init(init_keys, probe.src[0], probe.src_len[0], probe.tgt_in[0])
+  params, opt_state = programs.init(init_keys, probe.src[0], probe.src_len[0])
   return TrainState(params, opt_state, jnp.zeros((len(seeds),), jnp.int32), dropout_keys)
 
 

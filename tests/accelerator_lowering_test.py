@@ -193,7 +193,7 @@ def build_programs(case: Case, strategy: str,
       # As `create_train_state` calls it: init keys [N, 2] (shaped as the dropout keys)
       # and the first seed's rows of a training batch.
       'init': Program(programs.init, (state.key,) + tuple(
-          jax.ShapeDtypeStruct(x.shape[1:], x.dtype) for x in probe[:3]),
+          jax.ShapeDtypeStruct(x.shape[1:], x.dtype) for x in probe[:2]),
                       (params, state.opt_state), products=False),
   }
   return {name: out[name] for name in case.programs}

@@ -181,13 +181,6 @@ class Vocab:
     return VOCAB
 
 
-def _init_params(module, src, lengths):
-  """Creates every parameter without running the decoder loop (the same values as
-  `Seq2Seq.init` on a full batch: parameters are keyed by name)."""
-  module.encode(src, lengths, False)
-  module._decoder_arrays()  # pylint: disable=protected-access
-
-
 SRC = jnp.ones((1, 2), jnp.int32)
 LENGTHS = jnp.array([2], jnp.int32)
 
@@ -210,7 +203,7 @@ def draws(name: str, size: str, scheme: str, sigma_bias: bool, n_keys: int):
   compiling the init of every variant would cost more than running it)."""
   model = model_of(name, size, scheme, sigma_bias)
   keys = jax.random.split(jax.random.PRNGKey(2023), n_keys)
-  params = jax.vmap(lambda k: model.init(k, SRC, LENGTHS, method=_init_params))(keys)
+  params = jax.vmap(lambda k: model.init(k, SRC, LENGTHS, method='build'))(keys)
   return flat(params)
 
 
@@ -278,7 +271,7 @@ def test_the_init_table_covers_every_parameter_of_every_variant():
     for name in variants.NAMES:
       model = model_of(name, size, 'authors_code')
       full = jax.eval_shape(model.init, jax.random.PRNGKey(0), SRC, LENGTHS, SRC)
-      only = jax.eval_shape(functools.partial(model.init, method=_init_params),
+      only = jax.eval_shape(functools.partial(model.init, method='build'),
                             jax.random.PRNGKey(0), SRC, LENGTHS)
       assert jax.tree_util.tree_structure(full) == jax.tree_util.tree_structure(only)
       missing = [p for p in flat(jax.tree_util.tree_map(lambda s: np.zeros(()), full))
@@ -404,7 +397,7 @@ def test_library_init_is_unchanged(name, key, size):
              location_normaliser='padding_free')
   model = backbones.from_config(cfg, Vocab())
   assert model.init_scheme == 'library'
-  params = model.init(jax.random.PRNGKey(key), SRC, LENGTHS, method=_init_params)
+  params = model.init(jax.random.PRNGKey(key), SRC, LENGTHS, method='build')
   expected_digest, sums = LIBRARY_INIT[(name, key, size)]
   got = flat(params)
   for path, total in sums.items():

@@ -355,11 +355,12 @@ def test_eval_batches_cover_every_example_once_in_order(data, batch_size):
   # Sorted by target length, then source length.
   keys = list(zip(split.tgt_len[order], split.src_len[order]))
   assert keys == sorted(keys)
-  for idx, batch, steps in batches:
+  shapes = ip.eval_shapes(split.src_len, split.tgt_len, batch_size)
+  assert len(shapes) == len(batches)
+  for (idx, batch, steps), (shape_idx, src_width, shape_steps) in zip(batches, shapes):
     n = len(idx)
-    src_width = min(next(b for b in ip.BUCKETS if b >= split.src_len[idx].max()),
-                    split.src_len.max())
-    assert steps == next(b for b in ip.BUCKETS if b >= split.tgt_len[idx].max())
+    np.testing.assert_array_equal(idx, shape_idx)
+    assert steps == shape_steps
     assert batch.src.shape == (batch_size, src_width)
     assert batch.src_len.shape == (batch_size,)
     assert batch.tgt_in.shape == batch.tgt_out.shape == (batch_size, steps)
@@ -373,6 +374,48 @@ def test_eval_batches_cover_every_example_once_in_order(data, batch_size):
     # Filler rows up to the full batch size, with nothing to predict.
     assert not batch.tgt_out[n:].any()
     assert np.all(batch.tgt_in[:, 0] == vocab.sos_id)
+
+
+def _bucketed(src_len, tgt_len, batch_size):
+  """Each batch's own bucketed (source width, steps), by hand."""
+  order = np.lexsort((src_len, tgt_len))
+  out = []
+  for start in range(0, len(order), batch_size):
+    idx = order[start:start + batch_size]
+    out.append((min(ip.bucket_length(int(src_len[idx].max())), int(src_len.max())),
+                ip.bucket_length(int(tgt_len[idx].max()))))
+  return out
+
+
+def test_eval_shapes_share_the_widest_when_padding_is_cheap():
+  # Two batches of 4: sources 6 and 10 (widths 8 and 10), targets 7 and 11 (steps 8, 16):
+  # positions 8*8 + 10*16 = 224; the widest shape for both, 2 * 10*16 = 320 <= 1.5 * 224.
+  src_len = np.array([6] * 4 + [10] * 4)
+  tgt_len = src_len + 1
+  assert _bucketed(src_len, tgt_len, 4) == [(8, 8), (10, 16)]
+  shapes = ip.eval_shapes(src_len, tgt_len, 4)
+  assert [(w, t) for _, w, t in shapes] == [(10, 16), (10, 16)]
+  assert [i.tolist() for i, _, _ in shapes] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_eval_shapes_keep_their_buckets_when_padding_is_dear():
+  # Sources 6 and 100 (one batch each): the widest shape would cost 2 * 100*128 = 25600
+  # against 8*8 + 100*128 = 12864 positions, more than 1.5x: each batch keeps its own.
+  src_len = np.array([6] * 4 + [100] * 4)
+  tgt_len = src_len + 1
+  shapes = ip.eval_shapes(src_len, tgt_len, 4)
+  assert [(w, t) for _, w, t in shapes] == [(8, 8), (100, 128)] == _bucketed(src_len, tgt_len, 4)
+
+
+def test_eval_shapes_threshold_is_inclusive():
+  # Sources 7 and 8 (widths 8 and 8), targets 8 and 9 (steps 8 and 16): positions 64 + 128
+  # = 192; one shape 2 * 128 = 256 <= 1.5 * 192 = 288: shared. Three short batches and one
+  # long one: 3*64 + 128 = 320; one shape 4 * 128 = 512 > 480: kept.
+  two = np.array([7] * 4 + [8] * 4)
+  assert {(w, t) for _, w, t in ip.eval_shapes(two, two + 1, 4)} == {(8, 16)}
+  four = np.array([7] * 12 + [8] * 4)
+  assert [(w, t) for _, w, t in ip.eval_shapes(four, four + 1, 4)] == _bucketed(
+      four, four + 1, 4) == [(8, 8)] * 3 + [(8, 16)]
 
 
 def test_test_splits_are_names_and_groups_in_order():
@@ -409,3 +452,36 @@ def test_filler_rows_of_a_random_batch_fit_its_widths():
   for seed in range(20):                                   # whole epochs of random batches
     for b in ip.train_batches(split, 4, [seed], 0, 0, 1, bucketed=False):
       assert (b.src_len <= b.src.shape[-1]).all(), (b.src_len, b.src.shape)
+
+
+def test_one_shape_per_split_decodes_the_same_tokens(monkeypatch):
+  """A split decoded in its one widest shape (`eval_shapes`) gives, for untrained seeds,
+  the tokens up to each gold length and the teacher-forced marks of its bucketed shapes."""
+  from monoloc_jax import inference, variants
+  from monoloc_jax.backbones import gru
+  rng = np.random.default_rng(3)
+  examples = [Example(tuple(str(t) for t in rng.choice(list('abcdefgh'), n)),
+                      tuple(str(t) for t in rng.choice(list('abcdefgh'), n)))
+              for n in rng.integers(5, 11, 96)]          # test_iid's spread: 5-10
+  vocab = Vocabulary.from_examples(examples)
+  split = ip.encode_split(examples, vocab)
+  model = gru.Seq2Seq(vocab_size=len(vocab), variant=variants.get('onestep'), hidden_dim=16,
+                      embed_dim=8, value_dim=16)
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  params = jax.vmap(lambda k: model.init({'params': k}, split.src[:2], split.src_len[:2],
+                                         method='build')['params'])(keys)
+  programs = inference.make_eval_programs(model)
+  out = {}
+  for factor in (0.0, ip.ONE_SHAPE_PADDING):        # 0: every batch keeps its buckets
+    monkeypatch.setattr(ip, 'ONE_SHAPE_PADDING', factor)
+    batches = ip.eval_batches(split, 32, vocab.sos_id)
+    tokens, _ = inference.decode_split(programs, params, split, 32, vocab)
+    marks = np.zeros((3, len(split)), bool)
+    for idx, batch, _ in batches:
+      marks[:, idx] = np.asarray(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)]
+    out[factor] = len({(b.src.shape[1], s) for _, b, s in batches}), tokens, marks
+  (n_bucketed, tok0, marks0), (n_one, tok1, marks1) = out.values()
+  assert (n_bucketed, n_one) == (3, 1)
+  for i, n in enumerate(split.tgt_len):
+    np.testing.assert_array_equal(tok0[:, i, :n], tok1[:, i, :n])
+  np.testing.assert_array_equal(marks0, marks1)

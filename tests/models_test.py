@@ -102,7 +102,9 @@ def run_variant(name):
         greedy_pad=model.apply(params, src_pad, lens, GREEDY_STEPS, method=model.greedy),
         tf_fed=model.apply(params, src, lens, fed),
         loss=loss_value, train_logits=train_logits, grads=grads,
-        custom_grads=custom_grads)
+        custom_grads=custom_grads,
+        built=(backbones.init_params(model, init_key, src_pad, lens)
+               if name in BUILD_CHECKED else None))
 
   fn = jax.jit(everything, compiler_options=FAST)
   # One init key per variant: untrained greedy decoding then stops early in
@@ -119,6 +121,22 @@ def expected_aux_keys(name):
   if spec.mixes:
     keys.add('mix')
   return keys
+
+
+# One variant of each parameter family: location recurrence, mixing with PR, relative with
+# direction mixing (tests/authors_init_test.py checks every variant's parameter tree).
+BUILD_CHECKED = ('onestep', 'mix_mono_pr', 'bi_relative')
+
+
+@pytest.mark.parametrize('name', BUILD_CHECKED)
+def test_init_params_equals_init_through_the_decoder(name):
+  """`backbones.init_params` (`Seq2Seq.build`, the decoder not run; another batch width)
+  draws every parameter `init` through the teacher-forced pass draws, bit for bit."""
+  r = run_variant(name)
+  full, built = r['params']['params'], r['built']
+  assert jax.tree_util.tree_structure(full) == jax.tree_util.tree_structure(built)
+  for a, b in zip(jax.tree_util.tree_leaves(full), jax.tree_util.tree_leaves(built)):
+    np.testing.assert_array_equal(a, b)
 
 
 # ---------------------------------------------------------------------------

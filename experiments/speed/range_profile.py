@@ -59,8 +59,7 @@ def setup():
   vocab = Vocabulary.from_examples(train)
   model = backbones.from_config(config, vocab)
   one = jax.numpy.ones((1, 1), jax.numpy.int32)
-  init = lambda key: model.init({'params': key}, one, jax.numpy.ones((1,), 'int32'),
-                                one)['params']
+  init = lambda key: backbones.init_params(model, key, one, jax.numpy.ones((1,), 'int32'))
   params = jax.vmap(init)(jax.random.split(jax.random.PRNGKey(0), SEEDS))
   programs = inference.make_eval_programs(model, config.seed_strategy, precision.of(config))
   return config, train, vocab, model, params, range_eval.tokens_only(programs)

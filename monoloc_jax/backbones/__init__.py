@@ -29,7 +29,7 @@ Array = jax.Array
 DType = Any
 
 __all__ = ['Backbone', 'BACKBONES', 'Model', 'DTYPES', 'count_params', 'dtype_of', 'from_config',
-           'validate', 'gru', 'transformer', 'decoding']
+           'init_params', 'validate', 'gru', 'transformer', 'decoding']
 
 # config.dtype -> the computation dtype (the model's `dtype`); the parameters are kept in
 # at_least_float32(dtype): float32 for bfloat16 (mixed precision), float64 for float64.
@@ -67,6 +67,7 @@ class Model(Protocol):
   the Flax `init`/`apply`, and, through `apply(..., method=...)`:
     __call__(src [B, N], src_lengths [B], tgt_in [B, T], train) -> DecodeOutput (teacher-forced);
     greedy(src, src_lengths, max_steps) -> DecodeOutput (tokens [B, max_steps]);
+    build(src, src_lengths) -> None: creates every parameter, decoder not run (`init_params`);
   plus its attributes `variant`, `dtype`, `pad_id`, `sos_id`, `eos_id`."""
   variant: attention.Variant
   pad_id: int
@@ -78,9 +79,19 @@ class Model(Protocol):
 
   def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput: ...
 
+  def build(self, src: Array, src_lengths: Array) -> None: ...
+
   def init(self, *args, **kwargs) -> Any: ...
 
   def apply(self, *args, **kwargs) -> Any: ...
+
+
+def init_params(model: Model, key: Array, src: Array, src_lengths: Array) -> Any:
+  """The parameters of `model` drawn from `key` (src [B, N], src_lengths [B]: any batch,
+  they give the shapes only). Equal to `model.init(key, src, src_lengths, tgt_in)`, whose
+  teacher-forced pass the parameters do not depend on, but traced through `model.build`,
+  which creates them without running the decoder: a smaller program to compile."""
+  return model.init({'params': key}, src, src_lengths, method=model.build)['params']
 
 
 def count_params(params: Any) -> int:

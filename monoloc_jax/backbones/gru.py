@@ -442,6 +442,14 @@ class Seq2Seq(nn.Module):
     aux['direction'] = alpha
     return DecodeOutput(logits, None, self._input_attention(weights, alpha, memory), aux)
 
+  def build(self, src: Array, src_lengths: Array) -> None:
+    """Creates every parameter without running the decoder: `model.init(key, src,
+    src_lengths, method=model.build)` gives the parameters that initialising through
+    `__call__` gives (Flax draws each from its own path), for a fraction of the
+    tracing and compilation (the decoder's scan and its attention step are not traced)."""
+    self.encode(src, src_lengths, False)
+    self._decoder_arrays()
+
   def greedy(self, src: Array, src_lengths: Array, max_steps: int) -> DecodeOutput:
     """Greedy decoding, argmax fed back, for at most `max_steps` steps.
 
