@@ -7,7 +7,8 @@ trainer's layout) and needs no optimizer.
 
 import pathlib
 import time
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence,
+                    Set, Tuple)
 
 import jax
 import jax.numpy as jnp
@@ -66,10 +67,14 @@ def make_eval_programs(model: backbones.Model, seed_strategy: str = 'auto',
 
 
 def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_size: int,
-                 vocab: Vocabulary, keep_attention: bool = False):
-  """Greedy-decodes a split for every seed. Returns tokens [N, n, T] (and attention)."""
+                 vocab: Vocabulary, keep_attention: bool = False,
+                 in_use: Iterable[Tuple[int, int]] = ()):
+  """Greedy-decodes a split for every seed. Returns tokens [N, n, T] (and attention).
+
+  in_use: the (source width, steps) of greedy programs compiled already (`ip.eval_shapes`).
+  """
   n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
-  batches = ip.eval_batches(split, batch_size, vocab.sos_id)
+  batches = ip.eval_batches(split, batch_size, vocab.sos_id, in_use)
   width = max(steps for _, _, steps in batches)
   tokens = np.zeros((n_seeds, len(split), width), np.int32)
   attention = None
@@ -114,19 +119,32 @@ def aggregate(per_seed: List[Dict[str, float]]) -> Dict[str, Any]:
   return out
 
 
+def greedy_shapes(split: ip.EncodedSplit, batch_size: int,
+                  in_use: Iterable[Tuple[int, int]] = ()) -> Set[Tuple[int, int]]:
+  """The (source width, steps) of the greedy programs that decoding `split` runs."""
+  return {(w, t) for _, w, t in ip.eval_shapes(split.src_len, split.tgt_len, batch_size,
+                                                 in_use)}
+
+
 def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config,
-                    report: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+                    report: Optional[Callable[[str], None]] = None,
+                    in_use: Iterable[Tuple[int, int]] = ()) -> Dict[str, Any]:
   """Per-seed and aggregated metrics for every test split.
 
   report: called with one line per split once it is scored (samples, seeds,
   median accuracy, seconds), e.g. `print`.
+  in_use: the shapes of greedy programs the run has compiled (the dev split's, when
+  training decoded it); each split may decode in one of them or in an earlier
+  split's instead of compiling its own (`ip.eval_shapes`).
   """
   results = {}
+  in_use = set(in_use)
   for name, split in data.tests.items():
     t0 = time.time()
     want_att = split.gold is not None
     tokens, attention = decode_split(programs, params, split, config.eval_batch_size,
-                                     data.vocab, keep_attention=want_att)
+                                     data.vocab, keep_attention=want_att, in_use=in_use)
+    in_use |= greedy_shapes(split, config.eval_batch_size, in_use)
     per_seed = [metrics.summarize(tokens[i], split.tgt, data.vocab.eos_id,
                                   attention[i] if want_att else None, split.gold)
                 for i in range(tokens.shape[0])]

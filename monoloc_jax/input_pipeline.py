@@ -20,7 +20,7 @@ seed s therefore sees exactly the batches seed s sees in a vmapped run.
 
 import dataclasses
 import math
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -207,8 +207,8 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
     yield Batch(*(np.stack(parts) for parts in zip(*batches)))
 
 
-def eval_shapes(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int
-                ) -> List[Tuple[np.ndarray, int, int]]:
+def eval_shapes(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int,
+                in_use: Iterable[Tuple[int, int]] = ()) -> List[Tuple[np.ndarray, int, int]]:
   """The batches of an evaluation split (lengths src_len [n], tgt_len [n]) as
   (example indices, source width, decode steps), sorted by length.
 
@@ -220,6 +220,11 @@ def eval_shapes(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int
   program for the split, where a spread of short lengths (test_iid: 3 shapes) costs a
   program for each (about 3 CPU s on the CPU VM) to save a fraction of a second of
   decoding (greedy decoding stops at the batch's longest output in any case).
+
+  in_use: (source width, steps) of programs the run has already compiled (the dev
+  split's, earlier test splits'). Every batch takes the smallest of them that holds
+  the split's widest batch, when that costs at most `ONE_SHAPE_PADDING` times the
+  positions chosen above: no new program (test_iid at 5-10 inside dev's 10-15 shape).
   """
   order = np.lexsort((src_len, tgt_len))
   longest_src = int(src_len.max())
@@ -232,19 +237,28 @@ def eval_shapes(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int
   positions = sum(w * t for _, w, t in out)
   if len(out) * widest[0] * widest[1] <= ONE_SHAPE_PADDING * positions:
     out = [(idx,) + widest for idx, _, _ in out]
+    positions = len(out) * widest[0] * widest[1]
+  in_use = set(in_use)
+  if not {(w, t) for _, w, t in out} <= in_use:
+    holding = sorted((w * t, w, t) for w, t in in_use
+                     if w >= widest[0] and t >= widest[1]
+                     and len(out) * w * t <= ONE_SHAPE_PADDING * positions)
+    if holding:
+      out = [(idx,) + holding[0][1:] for idx, _, _ in out]
   return out
 
 
-def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int
+def eval_batches(split: EncodedSplit, batch_size: int, sos_id: int,
+                 in_use: Iterable[Tuple[int, int]] = ()
                  ) -> List[Tuple[np.ndarray, Batch, int]]:
   """Evaluation batches sorted by length: (example indices, batch, decode steps).
 
   Every batch has exactly `batch_size` rows (filler rows repeat row 0 and are
-  dropped by the caller via the indices); widths and steps as `eval_shapes`, so a
-  whole split compiles one program or a few.
+  dropped by the caller via the indices); widths and steps as `eval_shapes` (with
+  the run's compiled shapes `in_use`), so a whole split compiles one program or a few.
   """
   out = []
-  for idx, src_width, steps in eval_shapes(split.src_len, split.tgt_len, batch_size):
+  for idx, src_width, steps in eval_shapes(split.src_len, split.tgt_len, batch_size, in_use):
     padded = np.concatenate([idx, np.full(batch_size - len(idx), -1)])
     out.append((idx, _make_batch(split, padded, src_width, steps, sos_id), steps))
   return out

@@ -402,8 +402,11 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
 
   t_eval = time.time()
   print(f"testing each seed's best-dev parameters on {', '.join(data.tests)}", flush=True)
+  dev_programs = (inference.greedy_shapes(data.dev, config.eval_batch_size)
+                  if config.dev_metric == 'greedy' else ())   # compiled while training
   test = inference.evaluate_splits(eval_programs, best_params, data, config,
-                                   report=lambda line: print(line, flush=True))
+                                   report=lambda line: print(line, flush=True),
+                                   in_use=dev_programs)
   kill('final')
   writer.write_test(test, tracker.epoch)
   results = {

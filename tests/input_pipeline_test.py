@@ -418,6 +418,31 @@ def test_eval_shapes_threshold_is_inclusive():
       four, four + 1, 4) == [(8, 8)] * 3 + [(8, 16)]
 
 
+def test_eval_shapes_take_a_compiled_shape_that_holds_them():
+  # test_iid's spread (sources 5-10, one shape (10, 16) of its own, 2 * 160 = 320
+  # positions) inside dev's compiled (15, 16): 2 * 240 = 480 <= 1.5 * 320, so no program
+  # of its own; of two holders the smaller; (30, 32) alone would cost 1920 > 480: kept.
+  src_len = np.array([5] * 4 + [10] * 4)
+  tgt_len = src_len + 1
+  assert {(w, t) for _, w, t in ip.eval_shapes(src_len, tgt_len, 4)} == {(10, 16)}
+  shapes = ip.eval_shapes(src_len, tgt_len, 4, in_use={(15, 16), (30, 32)})
+  assert [(w, t) for _, w, t in shapes] == [(15, 16), (15, 16)]
+  assert [i.tolist() for i, _, _ in shapes] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+  assert [(w, t) for _, w, t in ip.eval_shapes(src_len, tgt_len, 4, in_use={(30, 32)})] == [
+      (10, 16), (10, 16)]
+  # A compiled shape narrower than the split's widest batch never holds it (steps 16 > 8).
+  assert [(w, t) for _, w, t in ip.eval_shapes(src_len, tgt_len, 4, in_use={(15, 8)})] == [
+      (10, 16), (10, 16)]
+  # A split already in a compiled shape keeps it. A split whose buckets are dear to merge
+  # (3 * 64 + 160 = 352 positions, widest 4 * 160 = 640 > 528) is dearer still in any
+  # shape that holds its widest batch: it keeps its buckets.
+  assert [(w, t) for _, w, t in ip.eval_shapes(src_len, tgt_len, 4, in_use={(10, 16)})] == [
+      (10, 16), (10, 16)]
+  many = np.array([6] * 12 + [10] * 4)
+  assert [(w, t) for _, w, t in ip.eval_shapes(many, many + 1, 4, in_use={(10, 16)})] == [
+      (8, 8)] * 3 + [(10, 16)] == _bucketed(many, many + 1, 4)
+
+
 def test_test_splits_are_names_and_groups_in_order():
   def resolve(spec, task='copy'):
     return ip.resolve_test_splits(ml_collections.ConfigDict(
@@ -471,17 +496,21 @@ def test_one_shape_per_split_decodes_the_same_tokens(monkeypatch):
   params = jax.vmap(lambda k: model.init({'params': k}, split.src[:2], split.src_len[:2],
                                          method='build')['params'])(keys)
   programs = inference.make_eval_programs(model)
-  out = {}
-  for factor in (0.0, ip.ONE_SHAPE_PADDING):        # 0: every batch keeps its buckets
+  out = []
+  # 0: every batch keeps its buckets; then the split's one widest shape; then a dev
+  # split's compiled (15, 16) (`in_use`).
+  for factor, in_use in ((0.0, ()), (ip.ONE_SHAPE_PADDING, ()),
+                         (ip.ONE_SHAPE_PADDING, {(15, 16)})):
     monkeypatch.setattr(ip, 'ONE_SHAPE_PADDING', factor)
-    batches = ip.eval_batches(split, 32, vocab.sos_id)
-    tokens, _ = inference.decode_split(programs, params, split, 32, vocab)
+    batches = ip.eval_batches(split, 32, vocab.sos_id, in_use)
+    tokens, _ = inference.decode_split(programs, params, split, 32, vocab, in_use=in_use)
     marks = np.zeros((3, len(split)), bool)
     for idx, batch, _ in batches:
       marks[:, idx] = np.asarray(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)]
-    out[factor] = len({(b.src.shape[1], s) for _, b, s in batches}), tokens, marks
-  (n_bucketed, tok0, marks0), (n_one, tok1, marks1) = out.values()
-  assert (n_bucketed, n_one) == (3, 1)
-  for i, n in enumerate(split.tgt_len):
-    np.testing.assert_array_equal(tok0[:, i, :n], tok1[:, i, :n])
-  np.testing.assert_array_equal(marks0, marks1)
+    out.append(({(b.src.shape[1], s) for _, b, s in batches}, tokens, marks))
+  (shapes0, tok0, marks0) = out[0]
+  assert len(shapes0) == 3 and [o[0] for o in out[1:]] == [{(10, 16)}, {(15, 16)}]
+  for _, tok1, marks1 in out[1:]:
+    for i, n in enumerate(split.tgt_len):
+      np.testing.assert_array_equal(tok0[:, i, :n], tok1[:, i, :n])
+    np.testing.assert_array_equal(marks0, marks1)
