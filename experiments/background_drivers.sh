@@ -103,14 +103,14 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   # each with its own half of the queue; each unit is collected into results/authors_code/
   # as it finishes (the JSON is committed by hand with commit_results.sh). Units already
   # collected (on this or an earlier machine) are skipped.
-  # Inv Reverse ReCopy / MonoAttn takes about 150 min of an uncontended core per seed,
-  # longer than most of a session once the core is shared, and a unit cut by a session's
-  # end restarts from epoch 0 on a new machine: so each worker starts with one of its seeds
-  # (worker 1 after the Copy unit it has begun), the short units after them.
+  # Inv Reverse ReCopy / MonoAttn takes 100-150 min of an uncontended core per seed, most
+  # of a session, and a unit cut by a session's end restarts from epoch 0 on a new
+  # machine: so each worker starts with one of its seeds, the short units after them.
   Q0="inv_reverse_recopy/mono:3 inv_recopy/onestep_minus_sigmoid:1 dedupe/onestep:0 \
       dedupe/onestep:1 inv_recopy/onestep_minus_step3:1"
-  Q1="copy/onestep_minus_step3:1 inv_reverse_recopy/mono:4 lookup/onestep_minus_sigmoid:0 \
-      lookup/onestep_minus_sigmoid:1 reverse_copy/onestep_minus_step2:1 dedupe/locattn:0 dedupe/locattn:1"
+  Q1="inv_reverse_recopy/mono:4 copy/onestep_minus_step3:1 lookup/onestep_minus_sigmoid:0 \
+      lookup/onestep_minus_sigmoid:1 reverse_copy/onestep_minus_step2:1 dedupe/locattn:0 \
+      dedupe/locattn:1"
   A="$PY $SRC/experiments/authors_code/run.py --refcode=$RUNS/refcode --workdir=$RUNS/refruns \
      --results_dir=$HERE/results"
   # CODE_CORES (default "0 1") starts only some of the two workers, e.g. to restart one

@@ -1282,21 +1282,60 @@ def fisher_exact(a: int, n_a: int, b: int, n_b: int) -> float:
   return min(1.0, sum(prob(k) for k in ks if prob(k) <= seen * (1 + 1e-9)))
 
 
+def _codes_compared(facts: Facts, grid_name: str, task: str, label: str,
+                    split: str) -> Tuple[List[float], List[float], float]:
+  """A run's per-seed accuracies at `split`: the authors' procedure here (grid `grid_name`,
+  label `label`.authors) and the authors' code (results/authors_code/), both in seed
+  order, and Fisher's exact test (two-sided) of their solved (≥ SOLVED) counts."""
+  ours = [r['test'][split]['accuracy'] for r in
+          sorted(facts.results.get((grid_name, task, f'{label}.authors'), []),
+                 key=lambda r: r['seed'])]
+  theirs = [s['test'][split] for item in facts.authors_runs
+            if (item['task'], item['label']) == (task, label)
+            for run in item['runs'] for s in sorted(run['seeds'], key=lambda s: s['seed'])]
+  a, b = sum(x >= SOLVED for x in ours), sum(x >= SOLVED for x in theirs)
+  p = fisher_exact(a, len(ours), b, len(theirs)) if ours and theirs else float('nan')
+  return ours, theirs, p
+
+
+def _solved_of(accs: Sequence[float], what: str = '') -> str:
+  """'k of n[ what] [a, b, ...]': the seeds solved (≥ SOLVED) of per-seed accuracies."""
+  return (f"{sum(x >= SOLVED for x in accs)} of {len(accs)}{what} "
+          f"[{', '.join(f'{x:g}' for x in accs)}]")
+
+
 @tally('irr_mono_codes')
 def _irr_mono_codes(facts: Facts) -> str:
   """Inv Reverse ReCopy / MonoAttn at 100: the seeds solved by the authors' procedure here
   and by the authors' code, with Fisher's exact test of the two rates."""
-  ours = [r['test']['test_100']['accuracy'] for r in
-          sorted(facts.results.get(('table2_authors', 'inv_reverse_recopy', 'mono.authors'), []),
-                 key=lambda r: r['seed'])]
-  theirs = [s['test']['test_100'] for item in facts.authors_runs
-            if (item['task'], item['label']) == ('inv_reverse_recopy', 'mono')
-            for run in item['runs'] for s in sorted(run['seeds'], key=lambda s: s['seed'])]
-  a, b = sum(x >= SOLVED for x in ours), sum(x >= SOLVED for x in theirs)
-  p = fisher_exact(a, len(ours), b, len(theirs)) if ours and theirs else float('nan')
-  return (f"the authors' procedure here solves {a} of {len(ours)} seeds at 100 "
-          f"[{', '.join(f'{x:g}' for x in ours)}], the authors' code {b} of {len(theirs)} "
-          f"[{', '.join(f'{x:g}' for x in theirs)}]; Fisher's exact test, two-sided: p = {p:.3g}")
+  ours, theirs, p = _codes_compared(facts, 'table2_authors', 'inv_reverse_recopy', 'mono',
+                                    'test_100')
+  return (f"the authors' procedure here solves {_solved_of(ours, ' seeds at 100')}, "
+          f"the authors' code {_solved_of(theirs)}; Fisher's exact test, two-sided: p = {p:.3g}")
+
+
+# The Table 4 / 6 runs of issue "Fidelity III" that the authors' code was run on.
+FIDELITY3_RUNS = (('table4_authors', 'copy', 'onestep_minus_step3'),
+                  ('table4_authors', 'inv_recopy', 'onestep_minus_step3'),
+                  ('table4_authors', 'inv_recopy', 'onestep_minus_sigmoid'),
+                  ('table4_authors', 'reverse_copy', 'onestep_minus_step2'),
+                  ('table4_authors', 'lookup', 'onestep_minus_sigmoid'),
+                  ('table6_authors', 'dedupe', 'locattn'),
+                  ('table6_authors', 'dedupe', 'onestep'))
+
+
+@tally('fidelity3_codes')
+def _fidelity3_codes(facts: Facts) -> str:
+  """Per run of FIDELITY3_RUNS, at its second test length: the seeds the authors' procedure
+  here and the authors' code solve, and Fisher's exact test of the two rates."""
+  lines = []
+  for grid_name, task, label in FIDELITY3_RUNS:
+    split = _second(task)
+    ours, theirs, p = _codes_compared(facts, grid_name, task, label, split)
+    lines.append(f"- {_run_name(task, label)} at {split}: ours {_solved_of(ours)}, the "
+                 f"authors' code {_solved_of(theirs) if theirs else 'not run yet'}"
+                 + (f"; p = {p:.3g}" if theirs and ours else ''))
+  return '\n'.join(lines)
 
 
 def _progress(grid_name: str) -> Callable[[Facts], str]:
