@@ -41,6 +41,11 @@ BUCKETS: Tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 
 # batch (longest target 36) by 11 decoder steps.
 RANDOM_WIDTH_MULTIPLE = 8
 
+# How training batches are padded (config.train_widths, `train_batches`): 'bucket', to
+# the widths of their bucket group (random batches: their own, `random_batch_widths`);
+# 'widest', every batch to the split's longest source and target (one shape).
+TRAIN_WIDTHS = ('bucket', 'widest')
+
 # An evaluation split's batches share its widest shape when that costs at most this
 # factor in positions (source width x steps) over their bucketed shapes (`eval_shapes`).
 ONE_SHAPE_PADDING = 1.5
@@ -168,7 +173,7 @@ def random_batch_widths(split: EncodedSplit, idx: np.ndarray, src_cap: int,
 
 def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
                   epoch: int, schedule_seed: int, sos_id: int,
-                  bucketed: bool = True) -> Iterator[Batch]:
+                  bucketed: bool = True, widths: str = 'bucket') -> Iterator[Batch]:
   """One epoch of training batches for several seeds, stacked on axis 0.
 
   Examples are grouped by target-length bucket (or one group, when not
@@ -178,8 +183,11 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   completed with filler rows that carry no loss. Widths: the group's longest
   target and the split's longest source (`train_widths`); random batches
   (`bucketed=False`): `random_batch_widths` of the rows of all seeds' batches of
-  the step, which share one shape.
+  the step, which share one shape. widths='widest' (`TRAIN_WIDTHS`): every batch at
+  the split's longest source and target instead; the batches' rows do not change.
   """
+  if widths not in TRAIN_WIDTHS:
+    raise ValueError(f'unknown train widths {widths!r}; valid: {", ".join(TRAIN_WIDTHS)}')
   keys = _train_bucket_keys(split, bucketed)
   groups = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
   src_width, tgt_widths = train_widths(split, groups)
@@ -201,9 +209,13 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
     k = int(k)
     rows = [plan[k][cursor[k]] for plan in plans]
     cursor[k] += 1
-    widths = (random_batch_widths(split, np.concatenate(rows), src_width, tgt_widths[k])
-              if not bucketed else (src_width, tgt_widths[k]))
-    batches = [_make_batch(split, r, *widths, sos_id) for r in rows]
+    if widths == 'widest':
+      shape = src_width, int(split.tgt_len.max())
+    elif bucketed:
+      shape = src_width, tgt_widths[k]
+    else:
+      shape = random_batch_widths(split, np.concatenate(rows), src_width, tgt_widths[k])
+    batches = [_make_batch(split, r, *shape, sos_id) for r in rows]
     yield Batch(*(np.stack(parts) for parts in zip(*batches)))
 
 

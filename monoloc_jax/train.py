@@ -318,7 +318,8 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   eval_programs = inference.make_eval_programs(model, strategy, precision.of(config))
 
   probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
-                                config.data_seed, data.vocab.sos_id, config.bucket_batches))
+                                config.data_seed, data.vocab.sos_id, config.bucket_batches,
+                                config.train_widths))
   state = placement.put_state(create_train_state(programs, seeds, probe))
   best_params = jax.tree_util.tree_map(jnp.copy, state.params)  # params are donated to train_step
   tracker = recipes.Tracker.create(n, config.learning_rate, config.plateau_rule)
@@ -355,7 +356,8 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
         state._replace(opt_state=set_learning_rate(state.opt_state, tracker.lr)))
     stats = placement.put_state(EpochStats.zeros(n))
     batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
-                               config.data_seed, data.vocab.sos_id, config.bucket_batches)
+                               config.data_seed, data.vocab.sos_id, config.bucket_batches,
+                               config.train_widths)
     for i, batch in enumerate(logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}',
                                             bars)):
       state, stats = programs.train_step(state, placement.put_batch(batch), stats)

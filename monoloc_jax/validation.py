@@ -68,6 +68,9 @@ def validate(config, task=None, variant=None) -> None:
     raise errors.MonolocError(f"bad value for config.dev_metric: {config.dev_metric!r}; "
                               "valid: greedy, teacher_forced")
   precision.of(config)                      # unknown matmul_precision
+  if config.train_widths not in input_pipeline.TRAIN_WIDTHS:
+    raise errors.MonolocError(f'bad value for config.train_widths: {config.train_widths!r}; '
+                              f"valid: {', '.join(input_pipeline.TRAIN_WIDTHS)}")
   if config.seed_strategy not in multiseed.STRATEGIES:
     raise errors.unknown_name('seed_strategy', config.seed_strategy, multiseed.STRATEGIES)
   if config.plateau_rule not in recipes.PLATEAU_RULES:

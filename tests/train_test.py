@@ -165,6 +165,7 @@ def test_corrupt_checkpoint_is_a_clear_error_not_a_restart(tmp_path):
     ('weight_decay', -1.0, 'bad value for config.weight_decay: -1.0'),
     ('gru.value_dim', 0, 'bad value for config.gru.value_dim: 0'),
     ('mix_mode', 'both', "unknown mix_mode 'both'; valid mix_modes: authors_code, paper"),
+    ('train_widths', 'wide', "bad value for config.train_widths: 'wide'; valid: bucket, widest"),
     ('gru.decoder_init', 'backward_states', "needs gru.num_layers=2"),
 ])
 def test_bad_config_values(tmp_path, field, value, message):
@@ -278,6 +279,37 @@ def test_seed_strategies_give_each_seed_the_same_training():
   for a, b in zip(jax.tree_util.tree_leaves(vmapped), jax.tree_util.tree_leaves(mapped)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   assert not np.allclose(mapped[0]['embedding'][0], mapped[0]['embedding'][1])
+
+
+def test_widest_train_widths_train_each_seed_alike():
+  """train_widths='widest' pads every batch to the split's longest target: the same rows,
+  one shape, and (padding carries no loss, dropout is drawn on the encoder side) the same
+  training to float rounding, two steps of two seeds."""
+  from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
+  programs, bucketed = _tiny_programs()
+  config = small_config(train_size=64)
+  data = ip.load_data(config)
+  widest = list(ip.train_batches(data.train, 32, [0, 1], 0, 0, data.vocab.sos_id,
+                                 widths='widest'))
+  longest = int(data.train.tgt_len.max())
+  assert {b.tgt_in.shape[-1] for b in widest} == {longest}
+  assert len({b.tgt_in.shape[-1] for b in bucketed}) > 1      # the tiny split has 2+ buckets
+  for a, b in zip(bucketed, widest):
+    np.testing.assert_array_equal(a.src, b.src)
+    np.testing.assert_array_equal(a.tgt_out, b.tgt_out[..., :a.tgt_out.shape[-1]])
+    assert not b.tgt_out[..., a.tgt_out.shape[-1]:].any()      # the extra steps are padding
+
+  def two_steps(batches):
+    state = train.create_train_state(programs, [0, 1], batches[0])
+    stats = train.EpochStats.zeros(2)
+    for batch in batches[:2]:
+      state, stats = programs.train_step(state, batch, stats)
+    return jax.device_get((state.params, stats))
+  narrow, wide = two_steps(bucketed), two_steps(widest)
+  for a, b in zip(jax.tree_util.tree_leaves(narrow), jax.tree_util.tree_leaves(wide)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="unknown train widths 'wide'; valid: bucket, widest"):
+    next(ip.train_batches(data.train, 32, [0], 0, 0, data.vocab.sos_id, widths='wide'))
 
 
 def test_create_train_state_gives_each_seed_its_own_keys_and_params():
