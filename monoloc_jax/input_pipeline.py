@@ -191,6 +191,7 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
   keys = _train_bucket_keys(split, bucketed)
   groups = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
   src_width, tgt_widths = train_widths(split, groups)
+  widest = src_width, int(split.tgt_len.max())
   schedule = np.concatenate([np.full(math.ceil(len(ix) / batch_size), k)
                              for k, ix in sorted(groups.items())])
   np.random.default_rng([schedule_seed, epoch, 7]).shuffle(schedule)
@@ -210,7 +211,7 @@ def train_batches(split: EncodedSplit, batch_size: int, seeds: Sequence[int],
     rows = [plan[k][cursor[k]] for plan in plans]
     cursor[k] += 1
     if widths == 'widest':
-      shape = src_width, int(split.tgt_len.max())
+      shape = widest
     elif bucketed:
       shape = src_width, tgt_widths[k]
     else:
