@@ -16,6 +16,7 @@ import numpy as np
 
 from monoloc_jax import backbones
 from monoloc_jax import checkpointing
+from monoloc_jax import compile_ahead
 from monoloc_jax import errors
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import metrics
@@ -124,6 +125,48 @@ def greedy_shapes(split: ip.EncodedSplit, batch_size: int,
   """The (source width, steps) of the greedy programs that decoding `split` runs."""
   return {(w, t) for _, w, t in ip.eval_shapes(split.src_len, split.tgt_len, batch_size,
                                                  in_use)}
+
+
+def dev_greedy_shapes(data: ip.TaskData, config) -> Set[Tuple[int, int]]:
+  """The greedy programs training compiles for the dev split (none when config.dev_metric
+  is 'teacher_forced'): `evaluate_splits`' `in_use` after training."""
+  if config.dev_metric != 'greedy':
+    return set()
+  return greedy_shapes(data.dev, config.eval_batch_size)
+
+
+def _one_batch_per_shape(batches: Iterable[Tuple[np.ndarray, ip.Batch, int]]
+                         ) -> List[Tuple[ip.Batch, int]]:
+  seen: Dict[Tuple[int, int], Tuple[ip.Batch, int]] = {}
+  for _, batch, steps in batches:
+    seen.setdefault((batch.src.shape[1], steps), (batch, steps))
+  return list(seen.values())
+
+
+def compile_decoding_ahead(ahead: compile_ahead.Ahead, programs: EvalPrograms, params,
+                           data: ip.TaskData, config) -> Tuple[list, list]:
+  """Queues on `ahead` every evaluation program a training run calls, in the order it
+  calls them: the dev split's (greedy or teacher-forced, config.dev_metric), then each
+  test split's greedy programs that `evaluate_splits` (with `dev_greedy_shapes` in use)
+  does not find compiled already. Returns the futures of (dev's, the tests').
+
+  params: the [N, ...] parameters, or their shapes (`jax.eval_shape`).
+  """
+  size, sos = config.eval_batch_size, data.vocab.sos_id
+  if config.dev_metric == 'teacher_forced':
+    dev = [ahead.compile(programs.teacher_forced_accuracy, params, batch)
+           for batch, _ in _one_batch_per_shape(ip.eval_batches(data.dev, size, sos))]
+  else:
+    dev = [ahead.compile(programs.greedy, params, batch.src, batch.src_len, steps)
+           for batch, steps in _one_batch_per_shape(ip.eval_batches(data.dev, size, sos))]
+  in_use = dev_greedy_shapes(data, config)
+  tests = []
+  for split in data.tests.values():
+    for batch, steps in _one_batch_per_shape(ip.eval_batches(split, size, sos, in_use)):
+      if (batch.src.shape[1], steps) not in in_use:
+        tests.append(ahead.compile(programs.greedy, params, batch.src, batch.src_len, steps))
+    in_use |= greedy_shapes(split, size, in_use)
+  return dev, tests
 
 
 def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config,

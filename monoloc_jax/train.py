@@ -22,6 +22,7 @@ import optax
 
 from monoloc_jax import backbones
 from monoloc_jax import checkpointing
+from monoloc_jax import compile_ahead
 from monoloc_jax import errors
 from monoloc_jax import faults
 from monoloc_jax import inference
@@ -258,6 +259,33 @@ def _prior_wall_time(workdir: pathlib.Path, history: Sequence[Dict[str, Any]],
   return float(sum(r.get('epoch_s', 0.0) for r in history))
 
 
+def _start_from(state: TrainState, params: Any, tx: optax.GradientTransformation
+                ) -> TrainState:
+  """`state` with the parameters `params` ([N, ...] per leaf) and their fresh optimizer
+  state; a one-line MonolocError when their tree or shapes are not the model's."""
+  leaves = lambda tree: {jax.tree_util.keystr(path): leaf for path, leaf
+                         in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  ours, given = leaves(state.params), leaves(params)
+  want = {k: np.shape(v) for k, v in ours.items()}
+  got = {k: np.shape(v) for k, v in given.items()}
+  bad = sorted(set(want) ^ set(got)) or sorted(k for k in want if want[k] != got[k])
+  if bad:
+    raise errors.MonolocError(
+        f'initial_params does not fit the model ([N, ...] per leaf, N = config.seeds): '
+        f'{len(bad)} leaves differ, first {bad[0]} (model {want.get(bad[0])}, '
+        f'given {got.get(bad[0])})')
+  params = jax.tree_util.tree_unflatten(   # the model's tree type, whatever `params`' is
+      jax.tree_util.tree_structure(state.params),
+      [jnp.asarray(given[k], ref.dtype) for k, ref in ours.items()])
+  return state._replace(params=params, opt_state=jax.vmap(tx.init)(params))
+
+
+@jax.jit
+def _copy_tree(tree):
+  """A copy of every leaf, in one program (jnp.copy per leaf compiles one per shape)."""
+  return jax.tree_util.tree_map(jnp.copy, tree)
+
+
 @jax.jit
 def _stack_where(mask: Array, new, old):
   """Per seed (mask [N]): the leaves of `new` where mask, else those of `old`.
@@ -274,7 +302,8 @@ def _stack_where(mask: Array, new, old):
 # ---------------------------------------------------------------------------
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=None,
                        variant=None,
-                       devices: Optional[Sequence[jax.Device]] = None) -> Dict[str, Any]:
+                       devices: Optional[Sequence[jax.Device]] = None,
+                       initial_params: Any = None) -> Dict[str, Any]:
   """Trains config.seeds seeds of config.variant on config.task; returns results.json's content.
 
   task: a `tasks.TaskSpec` (or anything the `tasks` functions accept) to train on
@@ -282,6 +311,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
   variant: an `attention.Variant` to use instead of the registry's `config.variant`.
   devices: the devices the seeds (and batch rows) are laid over (default: all of
     `jax.devices()`; see `sharding.plan`); one device runs the plain vmapped program.
+  initial_params: a parameter tree with a leading seed axis [N, ...] (N = config.seeds,
+    the model's shapes) to start training from instead of drawing each seed's
+    parameters (e.g. weights mapped from another code); the seeds' dropout keys and
+    batches are still their own. The workdir does not record it: resuming the run
+    continues from its checkpoint either way.
   """
   validation.validate(config, task=task, variant=variant)
   kill = faults.KillSwitch.from_env()
@@ -289,13 +323,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, task=
   with rundir.os_errors(f'cannot use the workdir {workdir}'):
     rundir.check_config(workdir, config)        # before anything is written
     workdir.mkdir(parents=True, exist_ok=True)
-    with rundir.lock(workdir):
+    with rundir.lock(workdir), compile_ahead.Ahead() as ahead:
       kill('startup')
-      return _train_and_evaluate(config, workdir, task, variant, devices, kill)
+      return _train_and_evaluate(config, workdir, task, variant, devices, kill, ahead,
+                                 initial_params)
 
 
 def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
-                        kill: Callable[[str], None]) -> Dict[str, Any]:
+                        kill: Callable[[str], None], ahead: compile_ahead.Ahead,
+                        initial_params: Any) -> Dict[str, Any]:
   t_start = time.time()
   data = ip.load_data(config, task=task)
   vocab_path = workdir / rundir.VOCAB
@@ -320,8 +356,23 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   probe = next(ip.train_batches(data.train, config.batch_size, seeds[:1], 0,
                                 config.data_seed, data.vocab.sos_id, config.bucket_batches,
                                 config.train_widths))
-  state = placement.put_state(create_train_state(programs, seeds, probe))
-  best_params = jax.tree_util.tree_map(jnp.copy, state.params)  # params are donated to train_step
+  step_ready, dev_ready, tests_ready = [], [], []
+  if placement.mesh is None:
+    # The train step compiles while init runs, then the evaluation programs while the
+    # first epoch trains (`compile_ahead`). With a mesh, their arguments would need their
+    # shardings too; such runs compile each program at its first call.
+    shapes = jax.eval_shape(lambda: create_train_state(programs, seeds, probe))
+    first = next(ip.train_batches(data.train, config.batch_size, seeds, 0, config.data_seed,
+                                  data.vocab.sos_id, config.bucket_batches,
+                                  config.train_widths))
+    step_ready = [ahead.compile(programs.train_step, shapes, first, EpochStats.zeros(n))]
+    dev_ready, tests_ready = inference.compile_decoding_ahead(
+        ahead, eval_programs, shapes.params, data, config)
+  state = create_train_state(programs, seeds, probe)
+  if initial_params is not None:
+    state = _start_from(state, initial_params, tx)
+  state = placement.put_state(state)
+  best_params = _copy_tree(state.params)  # params are donated to train_step
   tracker = recipes.Tracker.create(n, config.learning_rate, config.plateau_rule)
 
   ckpt = checkpointing.Checkpointer(workdir / rundir.CHECKPOINTS)
@@ -349,6 +400,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
 
   steps_per_epoch = ip.num_train_steps(data.train, config.batch_size, config.bucket_batches)
   train_time = 0.0
+  ahead.wait(step_ready)
   while tracker.epoch < config.max_epochs and not tracker.stopped.all():
     epoch = tracker.epoch
     t0 = time.time()
@@ -375,6 +427,7 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
           f'(seed {seeds[seed_i]}); training stopped; {kept}')
     train_s = time.time() - t0
     train_time += train_s
+    ahead.wait(dev_ready)
     dev_acc = inference.dev_accuracy(eval_programs, state.params, data, config)
     kill('dev')
     was_stopped = tracker.stopped.copy()
@@ -404,11 +457,10 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
 
   t_eval = time.time()
   print(f"testing each seed's best-dev parameters on {', '.join(data.tests)}", flush=True)
-  dev_programs = (inference.greedy_shapes(data.dev, config.eval_batch_size)
-                  if config.dev_metric == 'greedy' else ())   # compiled while training
+  ahead.wait(tests_ready)
   test = inference.evaluate_splits(eval_programs, best_params, data, config,
                                    report=lambda line: print(line, flush=True),
-                                   in_use=dev_programs)
+                                   in_use=inference.dev_greedy_shapes(data, config))
   kill('final')
   writer.write_test(test, tracker.epoch)
   results = {

@@ -636,3 +636,32 @@ def test_wall_time_sums_every_process_of_a_run(tmp_path):
   t0 = time.time()
   third = train.train_and_evaluate(small_config(train_size=300, max_epochs=2), str(tmp_path))
   assert second['wall_time_s'] + 0.9 * (time.time() - t0) <= third['wall_time_s']
+
+
+def _drawn_params(config, seed):
+  """The initial parameters seed `seed` draws in a run of `config` ([1, ...])."""
+  from monoloc_jax import backbones
+  from monoloc_jax import input_pipeline as ip
+  data = ip.load_data(config)
+  programs = train.make_train_programs(backbones.from_config(config, data.vocab),
+                                       train.make_optimizer(config))
+  probe = next(ip.train_batches(data.train, config.batch_size, [seed], 0, config.data_seed,
+                                data.vocab.sos_id))
+  return train.create_train_state(programs, [seed], probe).params
+
+
+def test_initial_params_replace_the_drawn_ones_and_nothing_else(tmp_path):
+  """initial_params equal to seed 3's own draw reproduce seed 3's run exactly; seed 7's
+  draw under seed 3 is another run; a tree of other shapes gets one line."""
+  config = small_config(train_size=400, max_epochs=1, seed=3, test_splits='test_iid')
+  plain = train.train_and_evaluate(config, str(tmp_path / 'plain'))
+  own = train.train_and_evaluate(config, str(tmp_path / 'own'),
+                                 initial_params=_drawn_params(config, 3))
+  assert history(tmp_path / 'own')[0]['loss'] == history(tmp_path / 'plain')[0]['loss']
+  assert own['test']['test_iid']['per_seed'] == plain['test']['test_iid']['per_seed']
+  train.train_and_evaluate(config, str(tmp_path / 'other'),
+                           initial_params=_drawn_params(config, 7))
+  assert history(tmp_path / 'other')[0]['loss'] != history(tmp_path / 'plain')[0]['loss']
+  wrong = jax.tree_util.tree_map(lambda x: x[..., None], _drawn_params(config, 7))
+  with pytest.raises(errors.MonolocError, match='initial_params does not fit the model'):
+    train.train_and_evaluate(config, str(tmp_path / 'wrong'), initial_params=wrong)
