@@ -130,6 +130,31 @@ if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
   done
 fi
 
+if [ "$WHICH" = all ] || [ "$WHICH" = code ]; then
+  # Inv Reverse ReCopy / MonoAttn under this library's authors' procedure from the initial
+  # weights of the authors' code's runs 0-4, one 5-seed program (experiments/authors_code/
+  # from_their_init.py; issue "Fidelity III", item 4): their weights are written by their
+  # own code first (a few seconds each). About 80-100 s an epoch beside the queue, so
+  # 2-2.5 hours; skipped once its JSON holds the five runs. Not pinned: it shares both cores.
+  INIT=$RUNS/irrinit
+  nohup setsid nice -n 5 bash -c "
+  $AUTOGROUP
+  if ! $PY -c 'import json,sys; r=json.load(open(\"$HERE/results/authors_code_init/inv_reverse_recopy/mono.json\")); sys.exit(len(r) < 5)' 2>/dev/null; then
+    mkdir -p $INIT
+    [ -f $INIT/processed_data/rgc/train.jsonl ] || PYTHONPATH=$SRC $PY $SRC/experiments/authors_code/export_data.py \
+        --task=inv_reverse_recopy --seed=0 --out=$INIT/processed_data
+    for t in 0 1 2 3 4; do
+      [ -f $INIT/their_init_t\$t.npz ] || $RUNS/refcode/.venv/bin/python $SRC/experiments/authors_code/trajectory.py \
+          authors --refcode=$RUNS/refcode --data=$INIT/processed_data/rgc --dataset=rgc \
+          --model=BiGRU_MonoAttn --time=\$t --dropout=0.5 --steps=1 --eval_every=1 \
+          --trace=$INIT/their_init_t\$t.npz
+    done
+    PYTHONPATH=$SRC $PY $SRC/experiments/authors_code/from_their_init.py --workdir=$INIT/run \
+        --traces=\$(ls $INIT/their_init_t*.npz | sort | paste -sd,) --results_dir=$HERE/results
+  fi
+  " >> "$LOGS/irrinit.log" 2>&1 &
+fi
+
 if [ "$WHICH" = authors ] || [ "$WHICH" = code ] || [ "$WHICH" = retrain ]; then
   echo "drivers started ($WHICH)"; exit 0
 fi
