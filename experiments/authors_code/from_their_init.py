@@ -54,6 +54,8 @@ def main():
   parser.add_argument('--seed', type=int, default=0, help='our first seed (dropout, batches)')
   parser.add_argument('--workdir', required=True)
   parser.add_argument('--results_dir', default=str(REPO / 'results'))
+  parser.add_argument('--max_epochs', type=int, default=0,
+                      help="epoch budget (0: the unit's, 100); fewer only to try the script")
   args = parser.parse_args()
   traces = [pathlib.Path(t) for t in args.traces.split(',') if t]
   missing = [str(t) for t in traces if not t.is_file()]
@@ -62,6 +64,7 @@ def main():
              'trajectory.py authors (see this script\'s docstring)')
 
   import jax  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
   from monoloc_jax import errors  # pylint: disable=g-import-not-at-top
   from monoloc_jax import input_pipeline as ip  # pylint: disable=g-import-not-at-top
   from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
@@ -78,6 +81,8 @@ def main():
     sys.exit(f'error: {args.task}: {why}; this script trains generated tasks only')
   config = reproduce.unit_config(default.get_config(), units[0], data_dir)
   config.seeds = len(units)
+  if args.max_epochs:
+    config.max_epochs = args.max_epochs
   vocab = ip.load_data(config).vocab
 
   per_seed, times = [], []
@@ -98,8 +103,9 @@ def main():
   history = rundir.read_history(pathlib.Path(args.workdir))
   records = []
   for i, (unit, path, their_time) in enumerate(zip(units, traces, times)):
-    record = reproduce.unit_record(unit, reproduce.unit_config(default.get_config(), unit,
-                                                               data_dir),
+    unit_config = ml_collections.ConfigDict(config.to_dict())    # the config that ran
+    unit_config.seed, unit_config.seeds = unit.seed, 1
+    record = reproduce.unit_record(unit, unit_config,
                                    reproduce.seed_results(results, history, i), data_dir,
                                    wall / len(units))
     record['initial_weights'] = {'from': 'authors_code', 'time': their_time,
