@@ -143,6 +143,17 @@ def _one_batch_per_shape(batches: Iterable[Tuple[np.ndarray, ip.Batch, int]]
   return list(seen.values())
 
 
+def _splits_with_compiled(data: ip.TaskData, batch_size: int,
+                          in_use: Iterable[Tuple[int, int]]
+                          ) -> Iterable[Tuple[str, ip.EncodedSplit, Set[Tuple[int, int]]]]:
+  """Each test split in order, with the greedy shapes compiled before it: `in_use`, then
+  each earlier split's (`greedy_shapes`)."""
+  in_use = set(in_use)
+  for name, split in data.tests.items():
+    yield name, split, set(in_use)
+    in_use |= greedy_shapes(split, batch_size, in_use)
+
+
 def compile_decoding_ahead(ahead: compile_ahead.Ahead, programs: EvalPrograms, params,
                            data: ip.TaskData, config) -> Tuple[list, list]:
   """Queues on `ahead` every evaluation program a training run calls, in the order it
@@ -159,13 +170,11 @@ def compile_decoding_ahead(ahead: compile_ahead.Ahead, programs: EvalPrograms, p
   else:
     dev = [ahead.compile(programs.greedy, params, batch.src, batch.src_len, steps)
            for batch, steps in _one_batch_per_shape(ip.eval_batches(data.dev, size, sos))]
-  in_use = dev_greedy_shapes(data, config)
-  tests = []
-  for split in data.tests.values():
-    for batch, steps in _one_batch_per_shape(ip.eval_batches(split, size, sos, in_use)):
-      if (batch.src.shape[1], steps) not in in_use:
-        tests.append(ahead.compile(programs.greedy, params, batch.src, batch.src_len, steps))
-    in_use |= greedy_shapes(split, size, in_use)
+  tests = [ahead.compile(programs.greedy, params, batch.src, batch.src_len, steps)
+           for _, split, in_use in _splits_with_compiled(data, size,
+                                                         dev_greedy_shapes(data, config))
+           for batch, steps in _one_batch_per_shape(ip.eval_batches(split, size, sos, in_use))
+           if (batch.src.shape[1], steps) not in in_use]
   return dev, tests
 
 
@@ -181,13 +190,11 @@ def evaluate_splits(programs: EvalPrograms, params, data: ip.TaskData, config,
   split's instead of compiling its own (`ip.eval_shapes`).
   """
   results = {}
-  in_use = set(in_use)
-  for name, split in data.tests.items():
+  for name, split, compiled in _splits_with_compiled(data, config.eval_batch_size, in_use):
     t0 = time.time()
     want_att = split.gold is not None
     tokens, attention = decode_split(programs, params, split, config.eval_batch_size,
-                                     data.vocab, keep_attention=want_att, in_use=in_use)
-    in_use |= greedy_shapes(split, config.eval_batch_size, in_use)
+                                     data.vocab, keep_attention=want_att, in_use=compiled)
     per_seed = [metrics.summarize(tokens[i], split.tgt, data.vocab.eos_id,
                                   attention[i] if want_att else None, split.gold)
                 for i in range(tokens.shape[0])]

@@ -85,13 +85,7 @@ def main():
     config.max_epochs = args.max_epochs
   vocab = ip.load_data(config).vocab
 
-  per_seed, times = [], []
-  for path in traces:
-    d = dict(np.load(path))
-    theirs = weights.unflatten(d['before'], d['names'], d['shapes'])
-    perm = weights.vocab_perm([str(t) for t in d['vocab']], vocab.tokens)
-    per_seed.append(weights.to_ours(theirs, perm, skip=[str(n) for n in d['unused']]))
-    times.append(int(d['time']))
+  per_seed, times = zip(*(weights.from_trace(path, vocab.tokens) for path in traces))
   initial = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *per_seed)
 
   t0 = time.time()

@@ -19,7 +19,7 @@ Used by tests/authors_step_test.py (one step) and trajectory.py (many steps). Ne
 only numpy.
 """
 
-from typing import Any, Dict, Iterable, Sequence
+from typing import Any, Dict, Iterable, Sequence, Tuple
 
 import numpy as np
 
@@ -99,3 +99,12 @@ def to_ours(theirs: Dict[str, Any], perm: np.ndarray, skip: Iterable[str] = ()
     assert path[-1] not in node, path
     node[path[-1]] = np.asarray(x, np.float32)
   return out
+
+
+def from_trace(path, our_tokens: Sequence[str]) -> Tuple[Dict[str, Any], int]:
+  """The initial weights a `trajectory.py authors` trace records, as our parameter dict
+  (their unused parameters and buffers skipped), and their run `time`."""
+  d = dict(np.load(path))
+  theirs = unflatten(d['before'], d['names'], d['shapes'])
+  perm = vocab_perm([str(t) for t in d['vocab']], our_tokens)
+  return to_ours(theirs, perm, skip=[str(n) for n in d['unused']]), int(d['time'])
