@@ -9,9 +9,10 @@ task, variant, batch sizes and seed strategy on top of it.
 
 Measures, after warm-up and separately from compilation:
   * training samples/s for one seed (one full epoch at --batch_size);
-  * training samples/s per seed with --vmapped_seeds seeds in one program
-    (vmapped or one after another, --seed_strategy);
-  * greedy-decoding samples/s on --decode_split at --eval_batch_size;
+  * training samples/s per seed with --vmapped_seeds seeds (vmapped in one program, one
+    after another in one program, or side by side from host threads: --seed_strategy);
+  * greedy-decoding samples/s on --decode_split at --eval_batch_size, as a run decodes
+    it (`inference.decode_split`);
   * compile time (every bucket shape of the train step and of decoding);
   * peak resident memory, and on an accelerator the allocator's peak device memory;
   * with --range=also (or only): range evaluation (`range_eval`) of a freshly
@@ -152,6 +153,10 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
 
   compile_s = 0.0
 
+  def steps(state, stats, batches):
+    """The trainer's epoch loop over `batches` (`multiseed.run_steps`)."""
+    return multiseed.run_steps(programs.train_step, state, stats, batches, seed_strategy)
+
   def warm(state, batches):
     """Runs one batch of each distinct shape (compiles them); returns the state."""
     nonlocal compile_s
@@ -161,15 +166,14 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
       shape = (b.src.shape, b.tgt_in.shape)
       if shape not in seen:
         seen.add(shape)
-        (state, stats), dt = _timed(lambda: programs.train_step(state, b, stats))
+        (state, stats), dt = _timed(lambda: steps(state, stats, [b]))
         compile_s += dt
     return state, len(seen)
 
   def run_epoch(state, batches):
     stats = train.EpochStats.zeros(batches[0].src.shape[0])
     t0 = time.perf_counter()
-    for b in batches:
-      state, stats = programs.train_step(state, b, stats)
+    state, stats = steps(state, stats, batches)
     jax.block_until_ready(stats)
     return state, time.perf_counter() - t0
 
@@ -183,7 +187,7 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
   out['train_tokens_per_s'] = train_tokens / dt
   out['train_epoch_s'] = dt
   out['train_shapes'] = n_shapes
-  # Several seeds in one program (vmapped or lax.map, --seed_strategy).
+  # Several seeds (vmapped, lax.map or host threads, --seed_strategy).
   batches = epoch_batches(vmapped_seeds)
   state, _ = warm(init_state(vmapped_seeds), batches)
   _, dt = run_epoch(state, batches)
@@ -200,10 +204,8 @@ def measure(task: str, model_name: str, batch_size: int, eval_batch_size: int,
       seen.add((b.src.shape, steps))
       _, dt = _timed(lambda: eval_programs.greedy(params, b.src, b.src_len, steps))
       compile_s += dt
-  t0 = time.perf_counter()
-  for _, b, steps in eval_b:
-    tok, _ = eval_programs.greedy(params, b.src, b.src_len, steps)
-  jax.block_until_ready(tok)
+  t0 = time.perf_counter()      # as a run decodes it (batches side by side under 'threads')
+  inference.decode_split(eval_programs, params, split, eval_batch_size, data.vocab)
   dt = time.perf_counter() - t0
   out['decode_split'] = decode_split
   out['decode_samples_per_s'] = len(split) / dt

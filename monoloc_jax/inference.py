@@ -38,9 +38,12 @@ class EvalPrograms(NamedTuple):
   greedy(params [N, ...], src [B, L], src_len [B], steps) -> (tokens [N, B, steps],
     attention [N, B, steps, L + 2]).
   teacher_forced_accuracy(params, batch) -> [N, B] bool: every target token is the argmax.
+  threads: how many batches of a split are decoded side by side, from host threads
+    (`multiseed.host_threads`: the cores under seed strategy 'threads', else 1).
   """
   greedy: Callable
   teacher_forced_accuracy: Callable
+  threads: int = 1
 
 
 def make_eval_programs(model: backbones.Model, seed_strategy: str = 'auto',
@@ -64,7 +67,8 @@ def make_eval_programs(model: backbones.Model, seed_strategy: str = 'auto',
           multiseed.over_seeds(greedy_one, (0, None, None, None), seed_strategy),
           matmul_precision), static_argnums=(3,)),
       teacher_forced_accuracy=jax.jit(precision.traced_under(
-          multiseed.over_seeds(tf_one, (0, None), seed_strategy), matmul_precision)))
+          multiseed.over_seeds(tf_one, (0, None), seed_strategy), matmul_precision)),
+      threads=multiseed.host_threads(seed_strategy))
 
 
 def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_size: int,
@@ -82,23 +86,25 @@ def decode_split(programs: EvalPrograms, params, split: ip.EncodedSplit, batch_s
   if keep_attention:
     s_max = max(b.src.shape[1] for _, b, _ in batches) + 2
     attention = np.zeros((n_seeds, len(split), width, s_max), np.float32)
-  for idx, batch, steps in batches:
+  def decode(idx, batch, steps):
     src, src_len = sharding.put_like(params, batch.src, batch.src_len)
     tok, att = programs.greedy(params, src, src_len, steps)
     tokens[:, idx, :steps] = sharding.to_host(tok)[:, :len(idx)]
     if keep_attention:
       attention[:, idx, :steps, :att.shape[-1]] = sharding.to_host(att)[:, :len(idx)]
+  multiseed.side_by_side(decode, batches, programs.threads)
   return tokens, attention
 
 
 def dev_accuracy(programs: EvalPrograms, params, data: ip.TaskData, config) -> np.ndarray:
   """Per-seed dev sequence accuracy (fraction): greedy or teacher-forced (config.dev_metric)."""
   if config.dev_metric == 'teacher_forced':
-    correct = []
-    for idx, batch, _ in ip.eval_batches(data.dev, config.eval_batch_size, data.vocab.sos_id):
+    def score(idx, batch, _):
       batch = ip.Batch(*sharding.put_like(params, *batch))
-      ok = sharding.to_host(programs.teacher_forced_accuracy(params, batch))
-      correct.append(ok[:, :len(idx)])
+      return sharding.to_host(programs.teacher_forced_accuracy(params, batch))[:, :len(idx)]
+    correct = multiseed.side_by_side(
+        score, ip.eval_batches(data.dev, config.eval_batch_size, data.vocab.sos_id),
+        programs.threads)
     return np.concatenate(correct, axis=1).mean(axis=1)
   tokens, _ = decode_split(programs, params, data.dev, config.eval_batch_size, data.vocab)
   return np.stack([metrics.sequence_accuracy(t, data.dev.tgt, data.vocab.eos_id)

@@ -67,8 +67,7 @@ def header(config, workdir, data=None, seeds: Sequence[int] = (),
   lines = [f"monoloc_jax: jax {versions['jax']}, flax {versions['flax']}, python "
            f"{versions['python']}; backend {jax.default_backend()}; devices: {devices}",
            f"run: {display_name or config.variant} on {config.task}, seed(s) "
-           f"{', '.join(map(str, seeds))} ({len(seeds)} in one program, "
-           f"{multiseed.resolve(config.seed_strategy)} over seeds), "
+           f"{', '.join(map(str, seeds))} ({multiseed.describe(config.seed_strategy, len(seeds))}), "
            f"workdir {workdir}"
            + (f'; resuming after epoch {resumed_epoch}' if resumed_epoch else '')]
   if data is not None:

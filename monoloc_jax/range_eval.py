@@ -34,6 +34,7 @@ from monoloc_jax import inference
 from monoloc_jax import input_pipeline as ip
 from monoloc_jax import logs
 from monoloc_jax import metrics
+from monoloc_jax import multiseed
 from monoloc_jax import precision
 from monoloc_jax import rundir
 from monoloc_jax import sharding
@@ -207,15 +208,17 @@ def fill_batch(bucket: Bucket, chunk: Sequence[Tuple[int, int]],
 
 
 def decode_buckets(greedy: Callable, params, splits: Mapping[int, ip.EncodedSplit],
-                   buckets: Sequence[Bucket], progress: bool = False
+                   buckets: Sequence[Bucket], progress: bool = False, threads: int = 1
                    ) -> Tuple[Dict[int, np.ndarray], float]:
   """({length: tokens [N, n, steps of that length]} of every seed, first-call seconds).
 
   Each bucket's rows (its lengths' examples, in order) are cut into batches of
   exactly `bucket.batch` rows (filler rows repeat the bucket's first row and are
-  dropped), padded to the bucket's source width and decoded for its steps. The
-  second value sums each bucket's first batch (its compile and one run), as
-  the benchmark's compile_s counts.
+  dropped), padded to the bucket's source width and decoded for its steps. Each
+  bucket's first batch runs alone, one after another (its compile and one run: the
+  second value sums them, as the benchmark's compile_s counts); the other batches
+  then run up to `threads` at a time from host threads (`multiseed.side_by_side`;
+  `EvalPrograms.threads`), each batch's tokens the same either way.
   """
   n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
   own = {n: int(s.tgt_len.max()) for n, s in splits.items()}
@@ -225,16 +228,23 @@ def decode_buckets(greedy: Callable, params, splits: Mapping[int, ip.EncodedSpli
     where = [(n, i) for n in bucket.lengths for i in range(len(splits[n]))]
     for start in range(0, len(where), bucket.batch):
       jobs.append((bucket, start == 0, where[start:start + bucket.batch]))
-  first_call_s = 0.0
-  for bucket, first, chunk in logs.progress(jobs, len(jobs), 'range', progress):
+
+  def run(bucket, first, chunk) -> float:
     src, src_len = fill_batch(bucket, chunk, splits)
     t0 = time.perf_counter()
     src, src_len = sharding.put_like(params, src, src_len)
     tok = sharding.to_host(greedy(params, src, src_len, bucket.steps))
-    if first:
-      first_call_s += time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
     for row, (n, i) in enumerate(chunk):
       out[n][:, i] = tok[:, row, :own[n]]
+    return elapsed if first else 0.0
+
+  firsts = [job for job in jobs if job[1]]
+  rest = [job for job in jobs if not job[1]]
+  first_call_s = sum(multiseed.side_by_side(
+      run, firsts, 1, lambda it: logs.progress(it, len(firsts), 'range (compiling)', progress)))
+  multiseed.side_by_side(run, rest, threads,
+                         lambda it: logs.progress(it, len(rest), 'range', progress))
   return out, first_call_s
 
 
@@ -296,7 +306,8 @@ def evaluate_lengths(programs: inference.EvalPrograms, params, vocab: Vocabulary
              for b in buckets]
   greedy = tokens_only(programs)
   t1 = time.time()
-  tokens, first_call_s = decode_buckets(greedy, params, splits, buckets, progress)
+  tokens, first_call_s = decode_buckets(greedy, params, splits, buckets, progress,
+                                        programs.threads)
   decode_s = time.time() - t1
   per_length = {n: score(tokens[n], splits[n], vocab.eos_id) for n in lengths}
   n_seeds = len(next(iter(per_length.values())))

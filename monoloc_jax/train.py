@@ -350,6 +350,10 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
   if placement.mesh is not None and config.progress:
     print(placement.describe(), flush=True)
   strategy = config.seed_strategy
+  if placement.mesh is not None and multiseed.resolve(strategy) == 'threads':
+    raise errors.MonolocError(
+        f"seed_strategy='threads' runs on one CPU device, and this run lays its seeds over "
+        f"{placement.devices_used} devices; use 'auto', 'vmap' or 'map'")
   programs = make_train_programs(model, tx, strategy, precision.of(config))
   eval_programs = inference.make_eval_programs(model, strategy, precision.of(config))
 
@@ -365,7 +369,18 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
     first = next(ip.train_batches(data.train, config.batch_size, seeds, 0, config.data_seed,
                                   data.vocab.sos_id, config.bucket_batches,
                                   config.train_widths))
-    step_ready = [ahead.compile(programs.train_step, shapes, first, EpochStats.zeros(n))]
+    stats = EpochStats.zeros(n)
+    if multiseed.resolve(strategy) == 'threads' and n > 1:
+      # Each seed steps alone (`multiseed.run_steps`): the one-seed program, and the
+      # programs that split the state into seeds and join it again.
+      one = lambda tree: jax.tree_util.tree_map(lambda x: x[:1], tree)
+      step_ready = [ahead.compile(multiseed.split_seeds, (shapes, stats), n),
+                    ahead.compile(programs.train_step, jax.eval_shape(one, shapes), one(first),
+                                  one(stats)),
+                    ahead.compile(multiseed.join_seeds,
+                                  [jax.eval_shape(one, (shapes, stats))] * n)]
+    else:
+      step_ready = [ahead.compile(programs.train_step, shapes, first, stats)]
     dev_ready, tests_ready = inference.compile_decoding_ahead(
         ahead, eval_programs, shapes.params, data, config)
   state = create_train_state(programs, seeds, probe)
@@ -407,14 +422,13 @@ def _train_and_evaluate(config, workdir: pathlib.Path, task, variant, devices,
     state = placement.put_state(
         state._replace(opt_state=set_learning_rate(state.opt_state, tracker.lr)))
     stats = placement.put_state(EpochStats.zeros(n))
-    batches = ip.train_batches(data.train, config.batch_size, seeds, epoch,
-                               config.data_seed, data.vocab.sos_id, config.bucket_batches,
-                               config.train_widths)
-    for i, batch in enumerate(logs.progress(batches, steps_per_epoch, f'epoch {epoch + 1}',
-                                            bars)):
-      state, stats = programs.train_step(state, placement.put_batch(batch), stats)
-      if i == 0:
-        kill('mid_epoch')
+    batches = [placement.put_batch(batch) for batch in ip.train_batches(
+        data.train, config.batch_size, seeds, epoch, config.data_seed, data.vocab.sos_id,
+        config.bucket_batches, config.train_widths)]
+    state, stats = multiseed.run_steps(
+        programs.train_step, state, stats, batches, strategy,
+        progress=lambda it: logs.progress(it, steps_per_epoch, f'epoch {epoch + 1}', bars),
+        on_step=lambda i: kill('mid_epoch') if i == 0 else None)
     loss_sum, tokens, bad = (sharding.to_host(a) for a in stats)
     if (bad >= 0).any():
       seed_i = int(np.argmax(bad >= 0))

@@ -60,22 +60,28 @@ def test_a_failed_job_is_left_to_the_call(caplog):
     bad(jnp.ones(5))
 
 
-@pytest.mark.parametrize('dev_metric', ['greedy', 'teacher_forced'])
+@pytest.mark.parametrize('dev_metric,strategy', [('greedy', 'map'), ('teacher_forced', 'map'),
+                                                 ('greedy', 'threads')])
 def test_training_compiles_its_train_step_and_evaluation_programs_ahead(tmp_path, compiles,
-                                                                        dev_metric):
-  """Of the seed-mapped programs (`multiseed`: 'mapped'), the foreground compiles init
-  only: the train step, dev's program and every test split's greedy programs were
-  compiled in the background thread, so each call found its program compiled."""
+                                                                        dev_metric, strategy):
+  """Of the seed-mapped programs (`multiseed`: 'mapped'), no thread but the background one
+  compiles any but init: the train step, dev's program and every test split's greedy
+  programs were compiled ahead, so each call found its program compiled. Under 'threads'
+  the train step is the one-seed program, and the programs that split the state into
+  seeds and join it again are compiled ahead too."""
   config = default.get_config()
   config.update(task='copy', variant='onestep', train_size=300, eval_size=60, max_epochs=1,
-                seeds=2, seed_strategy='map', test_splits='test_iid,test_15,test_30',
+                seeds=2, seed_strategy=strategy, test_splits='test_iid,test_15,test_30',
                 progress=False, dev_metric=dev_metric, train_widths='widest')
   train.train_and_evaluate(config, str(tmp_path))
-  main = threading.main_thread().name
-  foreground = [name for thread, name in compiles if thread == main and name == 'mapped']
-  background = [name for thread, name in compiles
-                if thread.startswith('monoloc-compile-ahead') and name == 'mapped']
-  assert foreground == ['mapped'], compiles            # init
+  ahead = lambda thread: thread.startswith('monoloc-compile-ahead')
+  programs = {'mapped', 'split_seeds', 'join_seeds'}
+  elsewhere = [name for thread, name in compiles if not ahead(thread) and name in programs]
+  background = [name for thread, name in compiles if ahead(thread) and name in programs]
+  assert elsewhere == ['mapped'], compiles            # init
   # train step, dev's program(s), test_30's greedy program (test_iid and test_15 decode
   # in dev's shape when dev is decoded greedily).
-  assert len(background) >= 3, compiles
+  assert background.count('mapped') >= 3, compiles
+  expected = {'split_seeds': 1, 'join_seeds': 1} if strategy == 'threads' else {}
+  assert {k: background.count(k) for k in expected} == expected, compiles
+  assert all(background.count(k) == 0 for k in programs - {'mapped'} - set(expected)), compiles

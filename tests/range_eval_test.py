@@ -150,6 +150,24 @@ def test_lengths_sharing_a_program_score_as_each_length_alone(tiny_run, monkeypa
   assert min(together['token_accuracy']) < 100.0
 
 
+def test_batches_decoded_side_by_side_score_as_one_after_another(tiny_run, monkeypatch):
+  """Under seed strategy 'threads' the batches after each bucket's first run from host
+  threads (`decode_buckets`); every length scores exactly as with the batches in order."""
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(multiseed, 'host_cores', lambda: 2)
+  config, vocab, model, params = inference.restore_for_eval(str(tiny_run))
+  monkeypatch.setattr(range_eval, 'BATCH_ROW_TOKENS', 64)         # several batches a bucket
+  results = {}
+  for strategy in ('map', 'threads'):
+    programs = inference.make_eval_programs(model, strategy, precision.of(config))
+    assert programs.threads == (2 if strategy == 'threads' else 1)
+    results[strategy] = range_eval.evaluate_lengths(programs, params, vocab, config,
+                                                    list(range(3, 12)), 40)
+  assert any(b['batch'] < 40 for b in results['map']['buckets'])  # so batches were split
+  for key in range_eval.METRIC_NAMES:
+    assert results['map']['per_seed'][key] == results['threads']['per_seed'][key], key
+
+
 # ---------------------------------------------------------------------------
 # --mode=range end to end (the issue's acceptance run).
 # ---------------------------------------------------------------------------

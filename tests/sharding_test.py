@@ -76,6 +76,13 @@ for seeds in (8, 2):
       'eval_src_shard_shape': list(src.addressable_shards[0].data.shape),
   }
 print(f'layout checks: {time.time() - t0:.1f}s', file=sys.stderr)
+c = config(2)
+c.seed_strategy = 'threads'          # host threads over seeds: one CPU device only
+try:
+  train.train_and_evaluate(c, str(root / 'threads'))
+  out['threads_error'] = None
+except Exception as e:               # pylint: disable=broad-except
+  out['threads_error'] = [type(e).__name__, str(e)]
 print('RESULT ' + json.dumps(out))
 '''
 
@@ -95,6 +102,15 @@ def eight_devices(tmp_path_factory):
   assert proc.returncode == 0, proc.stderr[-3000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')][-1]
   return json.loads(line[len('RESULT '):]) | {'stderr': proc.stderr}
+
+
+def test_threads_with_a_mesh_is_a_one_line_error(eight_devices):
+  """seed_strategy='threads' steps seeds from host threads on one CPU device; a run whose
+  seeds are laid over a mesh gets one line naming the valid choices."""
+  kind, message = eight_devices['threads_error']
+  assert kind == 'MonolocError' and '\n' not in message, message
+  assert "seed_strategy='threads' runs on one CPU device" in message
+  assert "8 devices; use 'auto', 'vmap' or 'map'" in message
 
 
 def test_eight_seeds_one_per_device_match_the_unsharded_run(eight_devices):

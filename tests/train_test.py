@@ -261,24 +261,57 @@ def _tiny_programs(lr=1e-3, seed_strategy='auto', seeds=(0, 1)):
   return programs, batches
 
 
+def test_auto_seed_strategy_follows_the_backend_and_the_cores(monkeypatch):
+  """'auto' (`multiseed.resolve`): 'threads' on one CPU device with several cores, 'map'
+  on one core (a grid worker pinned by taskset), 'vmap' on an accelerator."""
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(multiseed, 'host_cores', lambda: 2)
+  assert multiseed.resolve('auto', 'cpu') == 'threads'
+  assert multiseed.host_threads('auto', 'cpu') == 2
+  monkeypatch.setattr(multiseed, 'host_cores', lambda: 1)
+  assert multiseed.resolve('auto', 'cpu') == 'map'
+  assert multiseed.host_threads('auto', 'cpu') == 1
+  assert multiseed.resolve('auto', 'gpu') == multiseed.resolve('auto', 'tpu') == 'vmap'
+  assert multiseed.host_threads('threads', 'cpu') == 1     # the one core
+  with pytest.raises(ValueError, match='valid: auto, vmap, map, threads'):
+    multiseed.resolve('pmap')
+
+
+def _train_steps(strategy, seeds, steps=2):
+  """Params and stats after `steps` train steps of `seeds` under `strategy`
+  (`multiseed.run_steps`, as the trainer's epoch loop)."""
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  programs, batches = _tiny_programs(seed_strategy=strategy, seeds=seeds)
+  state = train.create_train_state(programs, list(seeds), batches[0])
+  stats = train.EpochStats.zeros(len(seeds))
+  state, stats = multiseed.run_steps(programs.train_step, state, stats, batches[:steps],
+                                     strategy)
+  return jax.device_get((state.params, state.opt_state, stats))
+
+
 def test_seed_strategies_give_each_seed_the_same_training():
   """vmap (one batched program) and map (seeds one after another) train every seed
   alike (to float rounding: XLA may order a batched product's sums differently)."""
-  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
-  assert multiseed.resolve('auto', 'cpu') == 'map'
-  assert multiseed.resolve('auto', 'gpu') == multiseed.resolve('auto', 'tpu') == 'vmap'
-
-  def train_two_steps(strategy, seeds):
-    programs, batches = _tiny_programs(seed_strategy=strategy, seeds=seeds)
-    state = train.create_train_state(programs, list(seeds), batches[0])
-    stats = train.EpochStats.zeros(len(seeds))
-    for batch in batches[:2]:
-      state, stats = programs.train_step(state, batch, stats)
-    return jax.device_get((state.params, stats))
-  vmapped, mapped = train_two_steps('vmap', (0, 1)), train_two_steps('map', (0, 1))
+  vmapped, mapped = _train_steps('vmap', (0, 1)), _train_steps('map', (0, 1))
   for a, b in zip(jax.tree_util.tree_leaves(vmapped), jax.tree_util.tree_leaves(mapped)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   assert not np.allclose(mapped[0]['embedding'][0], mapped[0]['embedding'][1])
+
+
+def test_threads_train_each_seed_exactly_as_map(monkeypatch):
+  """'threads' (each seed's steps from its own host thread, the one-seed 'map' program)
+  gives every seed the same params, optimizer state and epoch sums as 'map', to the bit,
+  with two cores or with one (where run_steps keeps the seeds in one call)."""
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(multiseed, 'host_cores', lambda: 2)
+  mapped = _train_steps('map', (0, 1, 2), steps=3)
+  threaded = _train_steps('threads', (0, 1, 2), steps=3)
+  leaves = jax.tree_util.tree_leaves
+  assert len(leaves(mapped)) == len(leaves(threaded))
+  for a, b in zip(leaves(mapped), leaves(threaded)):
+    np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(threaded[0]['embedding'][0], threaded[0]['embedding'][2])
+  assert float(np.asarray(threaded[2].loss_sum).min()) > 0      # the steps ran
 
 
 def test_widest_train_widths_train_each_seed_alike():
@@ -487,7 +520,10 @@ def test_logs_in_a_file_have_no_carriage_returns_and_keep_epoch_lines(cli_run):
   assert '\r' not in proc.stderr and '\r' not in proc.stdout
   lines = proc.stdout.splitlines()
   assert lines[0].startswith('monoloc_jax: jax ') and 'devices: ' in lines[0]
-  assert lines[1].startswith('run: OneStepAttn on copy, seed(s) 0, 1 (2 in one program, map over seeds)')
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  how = {'map': '2 in one program, map over seeds',
+         'threads': '2 side by side, one host thread each'}[multiseed.resolve('auto', 'cpu')]
+  assert lines[1].startswith(f'run: OneStepAttn on copy, seed(s) 0, 1 ({how})')
   assert any(l.startswith('config: ') and 'train_size=300' in proc.stdout for l in lines)
   assert sum(l.startswith('epoch   1  loss ') for l in lines) == 1
   assert any(l.strip().startswith('test_15      50 samples x 2 seed(s): accuracy') for l in lines)

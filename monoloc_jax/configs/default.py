@@ -56,7 +56,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   # Speed only (same model, same forward numbers; gradients agree to float rounding);
   # also gru.decoder_backward.
-  c.seed_strategy = 'auto'     # 'vmap', 'map' (lax.map: one seed after another) or 'auto'
+  c.seed_strategy = 'auto'     # 'vmap', 'map', 'threads' or 'auto' (multiseed.resolve)
   # Training shapes (input_pipeline.TRAIN_WIDTHS): 'bucket', a compiled train step per
   # bucket (or random batch) width; 'widest', every batch at the split's longest source and
   # target: one train step to compile (about 5 s on the 2-core CPU), more decoder steps.
