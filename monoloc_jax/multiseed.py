@@ -13,7 +13,8 @@ one seed runs over that axis in one of three ways, with the same per-seed result
     batches are decoded side by side (`host_threads`), so that XLA:CPU runs them on
     every core; right on a multi-core CPU, where one seed's step of 32 rows keeps
     only about one and a half cores busy (MEASUREMENTS.md §3: 3 seeds of README
-    command 1 train 1.6x as fast as under 'map', the same numbers to the bit).
+    command 1's model train 1.77x the samples/s of 'map' on 2 cores, the same
+    numbers to the bit).
 'auto' picks 'threads' on a single CPU device with more than one core, 'map' on one
 core, and 'vmap' otherwise (accelerators, and several devices, whose mesh shards the
 seed axis of the batched program). On an H100 5 vmapped seeds train 43,977 samples/s

@@ -1,8 +1,9 @@
-"""Training (the paper's App. E protocol), several seeds in one program.
+"""Training (the paper's App. E protocol), several seeds at once.
 
 `train_and_evaluate(config, workdir)` is the whole job: load the task, train N
-seeds at once (every array of the train state has a leading seed axis and the
-jitted step is `jax.vmap`ped over it), keep per-seed plateau schedules, early
+seeds at once (every array of the train state has a leading seed axis, and the
+jitted step runs over it as `multiseed` resolves config.seed_strategy: vmapped,
+one seed after another in one program, or one seed per host thread), keep per-seed plateau schedules, early
 stopping (the procedure's rules, `recipes.Tracker`) and best-dev parameters on
 the host, checkpoint every epoch with orbax, and finally greedy-decode every
 test split with each seed's best parameters (`inference`). Run-directory files are `rundir`'s; re-scoring and

@@ -1,7 +1,8 @@
 """The README's main job: a short OneStepAttn run on Reverse Copy.
 
 Protocol: all 10,000 training samples (lengths 5-10), at most 3 epochs, three
-seeds trained together in one vmapped program, the full 2,000-sample dev split
+seeds trained together (`multiseed`: side by side from host threads on a multi-core
+CPU, one vmapped program on an accelerator), the full 2,000-sample dev split
 and test splits at lengths 15, 30, 100; the table reports the median over the
 seeds (the paper's statistic) and mean ± std. Everything else (optimiser, lr
 plateau, early stopping) as in the paper.
