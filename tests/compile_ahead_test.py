@@ -28,6 +28,9 @@ class _Compiles(py_logging.Handler):
 
 @pytest.fixture
 def compiles():
+  """The compilations of the test (JAX's in-memory caches emptied first: a program an
+  earlier test of the same process compiled would otherwise not compile again)."""
+  jax.clear_caches()
   handler = _Compiles()
   logger = py_logging.getLogger('jax._src.dispatch')
   logger.addHandler(handler)
