@@ -302,6 +302,21 @@ def test_paper_files_are_read_together_and_may_not_disagree(tmp_path):
     report.read_paper(report.PAPER, clash)
 
 
+def test_seeds_past_the_protocol_stay_out_of_the_tables(fixture_results):
+  """A unit of seed 5 or later (`report.PROTOCOL_SEEDS`) changes no table: the tables keep
+  the protocol's seeds 0-4, and only `Facts.every_seed` holds it."""
+  before = report.render(fixture_results, figures=False)
+  write(fixture_results, record('table2', 'recopy', 'mono', 5,         # would flip the cell
+                                {'test_15': 100.0, 'test_30': 100.0, 'test_100': 100.0}))
+  write(fixture_results, record('table2', 'recopy', 'mono', 6,
+                                {'test_15': 100.0, 'test_30': 100.0, 'test_100': 100.0}))
+  assert report.render(fixture_results, figures=False) == before
+  assert [r['seed'] for r in report.load_results(fixture_results)[
+      ('table2', 'recopy', 'mono')]] == [0]
+  assert [r['seed'] for r in report.load_results(fixture_results, max_seed=None)[
+      ('table2', 'recopy', 'mono')]] == [0, 5, 6]
+
+
 def test_report_includes_hand_written_notes(fixture_results):
   (fixture_results / 'NOTES.md').write_text('ReCopy / mono: see the gate experiment.\n')
   assert 'ReCopy / mono: see the gate experiment.' in report.render(fixture_results)
