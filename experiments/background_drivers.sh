@@ -77,8 +77,11 @@ done
 if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
   # Units committed from an earlier machine have no checkpoint here, so scoring them on
   # something new means training them again (reproduce.py --retrain_gone; each rerun
-  # records whether it reproduced the committed figures). One worker per core: Table 6's
-  # test_iid (issue "Fidelity III"), then the horizons of the best seed of every Table 2
+  # records whether it reproduced the committed figures). One worker per core: seeds 0-4
+  # of Inv Reverse ReCopy / MonoAttn under the authors' procedure at the current commit
+  # (issue "Fidelity III", item 4: they solve 1 of 5 at 7a8a9ba / 9cfccd2, seeds 5-9 4 of
+  # 5 at 4ae5dd2; whether the reruns reproduce the committed figures tells a rounding path
+  # from chance), then Table 6's test_iid (issue "Fidelity III"), then the horizons of the best seed of every Table 2
   # run under the authors' procedure and every Transformer-grid run (issue "Range
   # evaluation"), then the Chomsky grid seed by seed, both workers on it (issue "Beyond the
   # paper II"; each unit's workdir lock keeps it to one worker).
@@ -89,6 +92,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
             sed "s|.*|$T6/&.authors|" | paste -sd, -)
     nohup setsid taskset -c $core nice -n 19 bash -c "
     $AUTOGROUP
+    $R --grid=table2_authors --runs=inv_reverse_recopy/mono.authors --seeds=0,1,2,3,4 \
+       --add_test_splits=test_iid --retrain_gone --workdir=$RUNS/runs-authors
     $R --grid=table6_authors --runs=$RUNS6 --seeds=0,1,2,3,4 --add_test_splits=test_iid \
        --retrain_gone --workdir=$RUNS/runs-authors
     $R $HZ --seeds=0,1,2,3,4 --range_evaluate --workdir=$RUNS/runs-range
