@@ -300,6 +300,54 @@ def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
   return out
 
 
+def add_splits_to_finished(todo: Sequence[grids_lib.Unit], splits: Sequence[str], base_config,
+                           results_dir: pathlib.Path, workdir: pathlib.Path,
+                           data_dirs: DataDirs, retrain_gone: bool = False) -> None:
+  """--add_test_splits: scores the finished units of `todo` on `splits` (`add_test_splits`),
+  retraining a unit whose workdir is gone where `retrain_gone`
+  (`retrain_and_add_splits`), one line per unit. A unit whose workdir another worker
+  holds (it is retraining that unit) is skipped, so several workers can share a queue."""
+  done = [u for u in todo if unit_state(u, results_dir, workdir) == 'done']
+  print(f'{len(done)} of {len(todo)} units finished; scoring them on {", ".join(splits)}',
+        flush=True)
+  for i, u in enumerate(done):
+    name = f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}'
+    try:
+      added = add_test_splits(u, splits, results_dir, workdir)
+      if added is None and retrain_gone and data_dirs.for_task(u.task)[1] is None:
+        print(f'{name}: workdir gone; retraining', flush=True)
+        added = retrain_and_add_splits(u, splits, base_config, results_dir, workdir, data_dirs)
+    except errors.WorkdirInUse:
+      print(f'{name}: in use by another worker; skipped', flush=True)
+      continue
+    what = ('its workdir is gone; not scored (--retrain_gone trains it again)'
+            if added is None else
+            f"added {', '.join(added)}" if added else 'has them already')
+    print(f'{name}: {what}', flush=True)
+
+
+def range_evaluate_runs(todo: Sequence[grids_lib.Unit], base_config, results_dir: pathlib.Path,
+                        workdir: pathlib.Path, data_dirs: DataDirs, lengths: str = '',
+                        samples: int = RANGE_SAMPLES) -> None:
+  """--range_evaluate: `range_evaluate_run` on each run of `todo` whose data is here, one
+  line per run. A run whose best seed another worker holds (it is retraining it) is
+  skipped, so several workers can share a queue."""
+  runs: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
+  for u in todo:
+    if data_dirs.for_task(u.task)[1] is None:
+      runs.setdefault((u.grid, u.task, u.label), []).append(u)
+  for i, (key, run_units) in enumerate(runs.items()):
+    name = f"[{i + 1}/{len(runs)}] {'/'.join(key)}"
+    try:
+      written = range_evaluate_run(run_units, base_config, results_dir, workdir, data_dirs,
+                                   lengths, samples)
+    except errors.WorkdirInUse:
+      print(f'{name}: in use by another worker; skipped', flush=True)
+      continue
+    print(f"{name}: {'wrote ' + str(written) if written else 'done or no finished unit'}",
+          flush=True)
+
+
 def run_wall_s(results: Mapping[str, Any], this_process_s: float) -> float:
   """A run's wall seconds over every process that trained it (results.json's
   `wall_time_s`: a resumed run counts the processes before it too), else the seconds
@@ -671,31 +719,12 @@ def main(argv) -> None:
           'on a mark)', flush=True)
   if _ADD_SPLITS.value:
     splits = [x.strip() for x in _ADD_SPLITS.value.split(',') if x.strip()]
-    done = [u for u in todo if unit_state(u, results_dir, workdir) == 'done']
-    print(f'{len(done)} of {len(todo)} units finished; scoring them on {", ".join(splits)}',
-          flush=True)
-    for i, u in enumerate(done):
-      added = add_test_splits(u, splits, results_dir, workdir)
-      if added is None and _RETRAIN.value and data_dirs.for_task(u.task)[1] is None:
-        print(f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}: workdir gone; '
-              'retraining', flush=True)
-        added = retrain_and_add_splits(u, splits, flags.FLAGS.config, results_dir, workdir,
-                                       data_dirs)
-      what = ('its workdir is gone; not scored (--retrain_gone trains it again)'
-              if added is None else
-              f"added {', '.join(added)}" if added else 'has them already')
-      print(f'[{i + 1}/{len(done)}] {u.grid}/{u.task}/{u.label}/seed{u.seed}: {what}', flush=True)
+    add_splits_to_finished(todo, splits, flags.FLAGS.config, results_dir, workdir, data_dirs,
+                           _RETRAIN.value)
     return
   if _RANGE.value:
-    runs: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
-    for u in todo:
-      if data_dirs.for_task(u.task)[1] is None:
-        runs.setdefault((u.grid, u.task, u.label), []).append(u)
-    for i, (key, run_units) in enumerate(runs.items()):
-      written = range_evaluate_run(run_units, flags.FLAGS.config, results_dir, workdir,
-                                   data_dirs, _RANGE_LENGTHS.value)
-      print(f"[{i + 1}/{len(runs)}] {'/'.join(key)}: "
-            f"{'wrote ' + str(written) if written else 'done or no finished unit'}", flush=True)
+    range_evaluate_runs(todo, flags.FLAGS.config, results_dir, workdir, data_dirs,
+                        _RANGE_LENGTHS.value)
     return
   if _DRY.value:
     for u in todo:

@@ -624,6 +624,37 @@ def test_a_unit_whose_workdir_is_gone_is_retrained_to_add_a_split(tmp_path):
   assert note['retrained_test']['test_15'] == saved['test']['test_15']
 
 
+def test_a_unit_another_worker_is_retraining_is_skipped_by_add_splits_and_range(tmp_path,
+                                                                               capsys):
+  """Two workers on one queue of reruns: a unit whose workdir the other holds is skipped
+  with one line, and the queue goes on to the next unit (it used to end the command)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import rundir  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15',
+              progress=False, perfect_dev_patience=3)
+  units = [grid.Unit('table2', 'copy', 'onestep', 0), grid.Unit('table2', 'copy', 'mono', 0)]
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  for u in units:
+    reproduce.run_unit(u, base, results, work, reproduce.DataDirs())
+  shutil.rmtree(units[0].path(work))
+  units[0].path(work).mkdir(parents=True)
+  with rundir.lock(units[0].path(work)):
+    reproduce.add_splits_to_finished(units, ['test_iid'], base, results, work,
+                                     reproduce.DataDirs(), retrain_gone=True)
+    reproduce.range_evaluate_runs(units, base, results, work, reproduce.DataDirs(),
+                                  lengths='1:6', samples=4)
+  out = capsys.readouterr().out
+  assert '[1/2] table2/copy/onestep/seed0: in use by another worker; skipped' in out, out
+  assert '[2/2] table2/copy/mono/seed0: added test_iid' in out, out
+  assert '[1/2] table2/copy/onestep: in use by another worker; skipped' in out, out
+  assert '[2/2] table2/copy/mono: wrote ' in out, out
+  assert 'test_iid' not in json.loads(units[0].path(results, '.json').read_text())['test']
+  assert not reproduce.range_path(results, units[0]).exists()
+  assert reproduce.range_path(results, units[1]).exists()
+
+
 def test_best_seed_ranks_the_longest_compared_split_first():
   recs = {0: {'test': {'test_30': {'accuracy': 100.0}, 'test_100': {'accuracy': 10.0}}},
           1: {'test': {'test_30': {'accuracy': 0.0}, 'test_100': {'accuracy': 12.0}}},
