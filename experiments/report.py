@@ -1243,6 +1243,22 @@ def _transformer_iid(facts: Facts) -> str:
           + (f" (below {threshold:g}%: {'; '.join(others)})" if others else ''))
 
 
+@tally('table6_reruns')
+def _table6_reruns(facts: Facts) -> str:
+  """Of Table 6's units (the protocol's) whose test_iid came from a retrain
+  (`reproduce.py --add_test_splits --retrain_gone`), how many reproduced their committed
+  figures, per task; the ones that did, by name, where they are the few."""
+  parts = []
+  for task in ('dedupe', 'posretrieve'):
+    notes = [(r, r['added_test_splits']['test_iid'])
+             for (g, t, _), rs in sorted(facts.results.items()) if g == 'table6_authors' and t == task
+             for r in rs if 'reproduced' in r.get('added_test_splits', {}).get('test_iid', {})]
+    ok = [f"{r['label'].split('.')[0]} seed {r['seed']}" for r, n in notes if n['reproduced']]
+    named = f" ({', '.join(ok)})" if 0 < len(ok) <= 3 and len(ok) < len(notes) else ''
+    parts.append(f'{len(ok)} of the {len(notes)} {TASK_NAMES[task]} reruns{named}')
+  return ' and '.join(parts)
+
+
 @tally('transformer_vs_gru')
 def _transformer_vs_gru(facts: Facts) -> str:
   """Grid `transformer` against the GRU's `table2`: the medians' marks at the compared

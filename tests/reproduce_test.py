@@ -359,6 +359,22 @@ def test_notes_tallies_are_generated_from_the_results(fixture_results):
     report.render(fixture_results)
 
 
+def test_the_table6_rerun_tally_counts_the_reruns_that_reproduced(tmp_path):
+  root = tmp_path / 'results'
+  base = {'test_15': 90.0, 'test_30': 10.0, 'test_100': 0.0, 'test_iid': 99.0}
+  for task, variant, seed, reproduced in (('dedupe', 'mono', 0, False),
+                                          ('dedupe', 'content', 2, True),
+                                          ('dedupe', 'onestep', 1, False),
+                                          ('posretrieve', 'mono', 0, True)):
+    rec = record('table6_authors', task, f'{variant}.authors', seed, base)
+    rec['added_test_splits'] = {'test_iid': {'reproduced': reproduced}}
+    write(root, rec)
+  write(root, record('table6_authors', 'posretrieve', 'onestep.authors', 0, base))  # scored
+  facts = report.Facts(report.load_results(root), report.read_paper(), [])
+  assert report.TALLIES['table6_reruns'](facts) == (
+      '1 of the 3 DeDupe reruns (content seed 2) and 1 of the 1 PosRetrieve reruns')
+
+
 def test_committed_notes_use_only_known_tallies():
   """results/NOTES.md states its counts through tallies that exist (render would fail
   otherwise), and its sections are headed."""
