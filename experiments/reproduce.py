@@ -377,7 +377,8 @@ def unit_record(unit: grids_lib.Unit, config, results: Mapping[str, Any], data_d
 
 
 # What a unit JSON records of `rundir.versions()` (all of it but the device list).
-UNIT_VERSIONS = ('python', 'jax', 'jaxlib', 'flax', 'optax', 'orbax', 'numpy', 'backend')
+UNIT_VERSIONS = ('python', 'jax', 'jaxlib', 'flax', 'optax', 'orbax', 'numpy', 'backend',
+                 'host_cores')
 
 
 def unit_versions(results: Mapping[str, Any], backend: Optional[str] = None) -> Dict[str, str]:

@@ -65,7 +65,8 @@ def header(config, workdir, data=None, seeds: Sequence[int] = (),
   versions = rundir.versions()
   devices = ', '.join(versions['devices'])
   lines = [f"monoloc_jax: jax {versions['jax']}, flax {versions['flax']}, python "
-           f"{versions['python']}; backend {jax.default_backend()}; devices: {devices}",
+           f"{versions['python']}; backend {jax.default_backend()}; devices: {devices}; "
+           f"{versions['host_cores']} host core(s)",
            f"run: {display_name or config.variant} on {config.task}, seed(s) "
            f"{', '.join(map(str, seeds))} ({multiseed.describe(config.seed_strategy, len(seeds))}), "
            f"workdir {workdir}"

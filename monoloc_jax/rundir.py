@@ -25,6 +25,7 @@ import ml_collections
 
 from monoloc_jax import config_paths
 from monoloc_jax import errors
+from monoloc_jax import multiseed
 from monoloc_jax.configs import default
 
 CONFIG = 'config.json'
@@ -322,7 +323,10 @@ def versions() -> Dict[str, Any]:
 
   Package versions come from the installed distributions (`importlib.metadata`):
   jax, jaxlib, flax, optax, orbax-checkpoint (key 'orbax') and numpy; '' for one not
-  installed. 'backend' is JAX's default backend, 'devices' its devices.
+  installed. 'backend' is JAX's default backend, 'devices' its devices, 'host_cores'
+  the CPU cores the process may use (`multiseed.host_cores`): on the CPU, some programs
+  round differently with another number of cores, so a seed's numbers are reproduced
+  under the same count (BUILD_NOTES §3).
   """
   from importlib import metadata  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
@@ -335,4 +339,5 @@ def versions() -> Dict[str, Any]:
               'orbax': 'orbax-checkpoint', 'numpy': 'numpy'}     # key -> distribution
   return {'python': platform.python_version(),
           **{key: version(dist) for key, dist in packages.items()},
-          'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()]}
+          'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()],
+          'host_cores': multiseed.host_cores()}

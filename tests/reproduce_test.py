@@ -10,6 +10,7 @@ import pytest
 
 from monoloc_jax import config_paths
 from monoloc_jax import errors
+from monoloc_jax import multiseed
 from monoloc_jax import rundir
 
 EXPERIMENTS = pathlib.Path(__file__).resolve().parent.parent / 'experiments'
@@ -582,7 +583,8 @@ def test_a_tiny_unit_runs_and_a_finished_unit_is_skipped(tmp_path):
   assert re.fullmatch(r'[0-9a-f]{40}', saved['code']['commit'])      # the full hash
   # The versions of the process that trained it, every package named, none blank.
   assert set(saved['versions']) == {'python', 'jax', 'jaxlib', 'flax', 'optax', 'orbax',
-                                    'numpy', 'backend'}
+                                    'numpy', 'backend', 'host_cores'}
+  assert saved['versions']['host_cores'] == str(multiseed.host_cores())
   assert all(saved['versions'].values()), saved['versions']
   here = rundir.versions()
   assert saved['versions'] == {k: str(here[k]) for k in saved['versions']}

@@ -521,6 +521,7 @@ def test_logs_in_a_file_have_no_carriage_returns_and_keep_epoch_lines(cli_run):
   lines = proc.stdout.splitlines()
   assert lines[0].startswith('monoloc_jax: jax ') and 'devices: ' in lines[0]
   from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top
+  assert lines[0].endswith(f'; {multiseed.host_cores()} host core(s)'), lines[0]
   how = {'map': '2 in one program, map over seeds',
          'threads': '2 side by side, one host thread each'}[multiseed.resolve('auto', 'cpu')]
   assert lines[1].startswith(f'run: OneStepAttn on copy, seed(s) 0, 1 ({how})')
