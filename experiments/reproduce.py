@@ -191,7 +191,8 @@ def retrain(unit: grids_lib.Unit, record: Mapping[str, Any], extra_splits: Seque
   the splits its committed JSON `record` has and on `extra_splits`.
 
   Returns (test entries of the retrained model, by split; a note for the JSON: the code,
-  its epochs and best-dev epoch, and `reproduced`: whether it scored every committed
+  its epochs and best-dev epoch, its versions (`unit_versions`: with `host_cores`, which
+  moves a CPU trajectory), and `reproduced`: whether it scored every committed
   split within one example of the committed figure, else also `retrained_test`, what it
   scored on them)."""
   from monoloc_jax import train  # pylint: disable=g-import-not-at-top
@@ -209,7 +210,8 @@ def retrain(unit: grids_lib.Unit, record: Mapping[str, Any], extra_splits: Seque
       'how': ('retrained from scratch (the workdir was gone): the same grid config, seed '
               'and data; scored from its best-dev checkpoint'),
       'reproduced': reproduced, 'epochs': int(results['epochs']),
-      'best_dev_epoch': int(results['dev']['best_epoch_per_seed'][0])}
+      'best_dev_epoch': int(results['dev']['best_epoch_per_seed'][0]),
+      'versions': unit_versions(results)}
   if not reproduced:
     note['retrained_test'] = {split: again[split] for split in committed}
   return again, note

@@ -628,6 +628,7 @@ def test_a_unit_whose_workdir_is_gone_is_retrained_to_add_a_split(tmp_path):
   note = now['added_test_splits']['test_iid']
   assert note['reproduced'] is True and 'retrained_test' not in note, note
   assert note['epochs'] == 1 and re.fullmatch(r'[0-9a-f]{40}', note['code']['commit'])
+  assert note['versions']['host_cores'] == str(multiseed.host_cores()), note['versions']
   assert reproduce.retrain_and_add_splits(unit, ['test_iid'], base, results, work,
                                           reproduce.DataDirs()) == []
   # A committed figure the rerun does not reproduce (off by more than one example).
