@@ -25,7 +25,6 @@ import ml_collections
 
 from monoloc_jax import config_paths
 from monoloc_jax import errors
-from monoloc_jax import multiseed
 from monoloc_jax.configs import default
 
 CONFIG = 'config.json'
@@ -330,6 +329,7 @@ def versions() -> Dict[str, Any]:
   """
   from importlib import metadata  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
+  from monoloc_jax import multiseed  # pylint: disable=g-import-not-at-top  (imports jax)
   def version(dist: str) -> str:
     try:
       return metadata.version(dist)
