@@ -6,7 +6,7 @@
 # all: every driver; jax: all but the authors'-code queue; authors: only the authors'
 # procedure's two workers (to restart them on new code while the others run on); code:
 # only the authors'-code queue (to restart it on a new order); retrain: the reruns of
-# finished units whose checkpoints are gone (Table 6's test_iid, the horizons), then the
+# finished units whose checkpoints are gone (the horizons, reruns), then the
 # Chomsky grid, at the lowest priority, so that they take a core as the queue leaves it.
 #
 # Expects beside this checkout (MEASUREMENTS.md §6, experiments/authors_code/README.md):
@@ -76,38 +76,24 @@ done
 
 if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
   # Units committed from an earlier machine have no checkpoint here, so scoring them on
-  # something new means training them again (reproduce.py --retrain_gone; each rerun
-  # records whether it reproduced the committed figures). One worker per core, both on one
-  # queue in opposite orders (a unit or run the other worker is retraining is skipped):
-  # Table 6's test_iid (issue "Fidelity III"), then seeds 0-4 of Inv Reverse ReCopy /
-  # MonoAttn under the authors' procedure at the current commit (the same issue, item 4:
-  # they solve 1 of 5 at 7a8a9ba / 9cfccd2, seeds 5-9 4 of 5 at 4ae5dd2; whether the reruns
-  # reproduce the committed figures tells a rounding path from chance; and seed 7, trained
-  # at 4ae5dd2 on 2026-12-02, whose two-core reruns here are bit-identical across commits
-  # but not its trajectory: whether a one-core rerun is), then the horizons of
-  # the best seed of every Table 2 run under the authors' procedure and every
-  # Transformer-grid run (issue "Range evaluation"), then the Chomsky grid seed by seed
-  # (issue "Beyond the paper II").
+  # something new means training them again (each rerun records whether it reproduced the
+  # committed figures). One worker per core, both on one queue in the same order (a run
+  # the other worker holds is skipped): the horizons of the best seed of every Table 2 run
+  # under the authors' procedure and every Transformer-grid run (issue "Range evaluation"),
+  # cheapest retrain first (reproduce.range_cost_s), so a session's end cuts the fewest;
+  # then seeds 0-4 and 7 of Inv Reverse ReCopy / MonoAttn under the authors' procedure at
+  # the current commit (results/NOTES.md: whether a rerun reproduces its committed figures
+  # tells a rounding path from chance), core 1 in the reverse order; then the Chomsky grid
+  # seed by seed.
   for core in 0 1; do
-    [ $core = 0 ] && T6="dedupe posretrieve" || T6="posretrieve dedupe"
-    [ $core = 0 ] && HZ="table2_authors transformer" || HZ="transformer table2_authors"
-    [ $core = 0 ] && IRR=0,1,2,3,4,7 || IRR=7,4,3,2,1,0
-    RUNS6=""
-    for t in $T6; do
-      RUNS6="$RUNS6 $(echo content relative locattn bi_relative onestep mono | tr ' ' '\n' | \
-                      sed "s|.*|$t/&.authors|" | paste -sd, -)"
-    done
+    [ $core = 0 ] && IRR=0,1,2,3,7 || IRR=7,3,2,1,0
     nohup setsid taskset -c $core nice -n 19 bash -c "
     $AUTOGROUP
-    for r in $RUNS6; do
-      $R --grid=table6_authors --runs=\$r --seeds=0,1,2,3,4 --add_test_splits=test_iid \
-         --retrain_gone --workdir=$RUNS/runs-authors
-    done
+    $R --grid=table2_authors,transformer --seeds=0,1,2,3,4,5,6,7,8,9 --range_evaluate --workdir=$RUNS/runs-range
     for s in ${IRR//,/ }; do
       $R --grid=table2_authors --runs=inv_reverse_recopy/mono.authors --seeds=\$s \
          --add_test_splits=test_iid --retrain_gone --workdir=$RUNS/runs-authors
     done
-    for g in $HZ; do $R --grid=\$g --seeds=0,1,2,3,4 --range_evaluate --workdir=$RUNS/runs-range; done
     for s in 0 1 2; do $R --grid=chomsky --seeds=\$s --workdir=$RUNS/runs-chomsky; done
     " >> "$LOGS/retrain$core.log" 2>&1 &
   done

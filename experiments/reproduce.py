@@ -264,6 +264,28 @@ def range_path(results_dir: pathlib.Path, unit: grids_lib.Unit) -> pathlib.Path:
   return results_dir / 'range' / unit.grid / unit.task / f'{unit.label}.json'
 
 
+def finished_records(units_of_run: Sequence[grids_lib.Unit], results_dir: pathlib.Path
+                     ) -> Dict[int, Dict[str, Any]]:
+  """The committed JSONs of a run's finished units, by seed."""
+  return {u.seed: json.loads(u.path(results_dir, '.json').read_text(encoding='utf-8'))
+          for u in units_of_run if u.path(results_dir, '.json').exists()}
+
+
+def range_cost_s(units_of_run: Sequence[grids_lib.Unit], results_dir: pathlib.Path,
+                 workdir: pathlib.Path) -> float:
+  """What range-evaluating a run costs before its evaluation: 0 where its best seed's
+  workdir holds a finished run, else that seed's committed `wall_time_s` (the retrain;
+  a proxy, measured on the machine and load it first ran on)."""
+  records = finished_records(units_of_run, results_dir)
+  if not records:
+    return 0.0
+  seed = best_seed(units_of_run[0].task, records)
+  unit = next(u for u in units_of_run if u.seed == seed)
+  if (unit.path(workdir) / 'results.json').exists():
+    return 0.0
+  return float(records[seed].get('wall_time_s') or 0.0)
+
+
 def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
                        results_dir: pathlib.Path, workdir: pathlib.Path, data_dirs: DataDirs,
                        lengths: str = '', samples: int = RANGE_SAMPLES) -> Optional[pathlib.Path]:
@@ -272,8 +294,7 @@ def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
   workdir was gone, `retrained`: the note of `retrain` (whether it reproduced the seed).
   Returns the path written, or None if the run has no finished unit or is already done."""
   from monoloc_jax import range_eval  # pylint: disable=g-import-not-at-top
-  records = {u.seed: json.loads(u.path(results_dir, '.json').read_text(encoding='utf-8'))
-             for u in units_of_run if u.path(results_dir, '.json').exists()}
+  records = finished_records(units_of_run, results_dir)
   if not records:
     return None
   seed = best_seed(units_of_run[0].task, records)
@@ -332,12 +353,15 @@ def range_evaluate_runs(todo: Sequence[grids_lib.Unit], base_config, results_dir
                         workdir: pathlib.Path, data_dirs: DataDirs, lengths: str = '',
                         samples: int = RANGE_SAMPLES) -> None:
   """--range_evaluate: `range_evaluate_run` on each run of `todo` whose data is here, one
-  line per run. A run whose best seed another worker holds (it is retraining it) is
-  skipped, so several workers can share a queue."""
+  line per run, the cheapest first (`range_cost_s`: a run whose workdir is gone is
+  trained again, and a session's end cuts the fewest retrains that way). A run whose best
+  seed another worker holds (it is retraining or evaluating it) is skipped, so several
+  workers can share one queue in the same order."""
   runs: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
   for u in todo:
     if data_dirs.for_task(u.task)[1] is None:
       runs.setdefault((u.grid, u.task, u.label), []).append(u)
+  runs = dict(sorted(runs.items(), key=lambda kv: range_cost_s(kv[1], results_dir, workdir)))
   for i, (key, run_units) in enumerate(runs.items()):
     name = f"[{i + 1}/{len(runs)}] {'/'.join(key)}"
     try:

@@ -667,11 +667,38 @@ def test_a_unit_another_worker_is_retraining_is_skipped_by_add_splits_and_range(
   out = capsys.readouterr().out
   assert '[1/2] table2/copy/onestep/seed0: in use by another worker; skipped' in out, out
   assert '[2/2] table2/copy/mono/seed0: added test_iid' in out, out
-  assert '[1/2] table2/copy/onestep: in use by another worker; skipped' in out, out
-  assert '[2/2] table2/copy/mono: wrote ' in out, out
+  # (Range evaluation visits the run whose workdir is here first: `range_cost_s`.)
+  assert '[1/2] table2/copy/mono: wrote ' in out, out
+  assert '[2/2] table2/copy/onestep: in use by another worker; skipped' in out, out
   assert 'test_iid' not in json.loads(units[0].path(results, '.json').read_text())['test']
   assert not reproduce.range_path(results, units[0]).exists()
   assert reproduce.range_path(results, units[1]).exists()
+
+
+def test_range_evaluation_visits_the_cheapest_retrain_first(tmp_path, capsys):
+  """A run whose workdir is here costs nothing; of the rest, the shorter committed
+  training goes first, so a session's end cuts the fewest retrains."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  base = default.get_config()
+  base.update(max_epochs=1, train_size=64, eval_size=16, test_splits='test_15',
+              progress=False, perfect_dev_patience=3)
+  units = [grid.Unit('table2', 'copy', label, 0) for label in ('content', 'onestep', 'mono')]
+  results, work = tmp_path / 'results', tmp_path / 'runs'
+  for u, wall in zip(units, (50.0, 100.0, 5.0)):
+    reproduce.run_unit(u, base, results, work, reproduce.DataDirs())
+    rec = json.loads(u.path(results, '.json').read_text())
+    rec['wall_time_s'] = wall
+    u.path(results, '.json').write_text(json.dumps(rec))
+  for u in units[1:]:
+    shutil.rmtree(u.path(work))
+  assert [reproduce.range_cost_s([u], results, work) for u in units] == [0.0, 100.0, 5.0]
+  reproduce.range_evaluate_runs(units, base, results, work, reproduce.DataDirs(),
+                                lengths='1:6', samples=4)
+  lines = [l for l in capsys.readouterr().out.splitlines() if ': wrote ' in l]
+  assert [l.split(':')[0] for l in lines] == ['[1/3] table2/copy/content',
+                                              '[2/3] table2/copy/mono',
+                                              '[3/3] table2/copy/onestep'], lines
 
 
 def test_best_seed_ranks_the_longest_compared_split_first():
