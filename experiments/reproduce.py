@@ -356,12 +356,14 @@ def range_evaluate_runs(todo: Sequence[grids_lib.Unit], base_config, results_dir
   line per run, the cheapest first (`range_cost_s`: a run whose workdir is gone is
   trained again, and a session's end cuts the fewest retrains that way). A run whose best
   seed another worker holds (it is retraining or evaluating it) is skipped, so several
-  workers can share one queue in the same order."""
+  workers can share one queue in the same order; a run that fails is one line, and the
+  queue goes on (the command then fails, naming those runs)."""
   runs: Dict[Tuple[str, str, str], List[grids_lib.Unit]] = {}
   for u in todo:
     if data_dirs.for_task(u.task)[1] is None:
       runs.setdefault((u.grid, u.task, u.label), []).append(u)
   runs = dict(sorted(runs.items(), key=lambda kv: range_cost_s(kv[1], results_dir, workdir)))
+  failed = []
   for i, (key, run_units) in enumerate(runs.items()):
     name = f"[{i + 1}/{len(runs)}] {'/'.join(key)}"
     try:
@@ -370,8 +372,15 @@ def range_evaluate_runs(todo: Sequence[grids_lib.Unit], base_config, results_dir
     except errors.WorkdirInUse:
       print(f'{name}: in use by another worker; skipped', flush=True)
       continue
+    except errors.MonolocError as e:        # one run's error ends only that run
+      print(f'{name}: error: {e}', flush=True)
+      failed.append('/'.join(key))
+      continue
     print(f"{name}: {'wrote ' + str(written) if written else 'done or no finished unit'}",
           flush=True)
+  if failed:
+    raise errors.MonolocError(f'{len(failed)} of {len(runs)} runs failed (see above): '
+                              + ', '.join(failed))
 
 
 def run_wall_s(results: Mapping[str, Any], this_process_s: float) -> float:

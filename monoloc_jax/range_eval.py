@@ -3,7 +3,9 @@
 The protocol of Delétang et al. (2023) and Ruoss et al. (2023): draw
 `samples` fresh examples at each length lo, lo + 1, ..., hi from the task's
 generator (`tasks.sample`, a fixed seed, the run's training sources
-excluded), greedy-decode them with every seed of the run at once, and score
+excluded where the task makes others at that length: Lookup's 64 sources of
+length 3 are all in training, and range.json's `lengths_with_training_examples`
+names such lengths), greedy-decode them with every seed of the run at once, and score
 each length and seed: exact-match sequence accuracy, per-token accuracy
 (`metrics.token_accuracy`) and mean edit distance.
 
@@ -121,17 +123,26 @@ def check_samples(samples: Any) -> int:
 
 
 def draw(config, lengths: Sequence[int], samples: int,
-         exclude: Sequence[tasks.Example] = ()) -> Dict[int, List[tasks.Example]]:
-  """{length: up to `samples` examples} from the task's generator (`SAMPLE_SEED`), none
-  with a source in `exclude` (the run's training split); fewer where fewer exist."""
+         exclude: Sequence[tasks.Example] = ()
+         ) -> Tuple[Dict[int, List[tasks.Example]], List[int]]:
+  """({length: up to `samples` examples}, the lengths drawn from `exclude` too).
+
+  The examples come from the task's generator (`SAMPLE_SEED`), none with a source in
+  `exclude` (the run's training split), fewer where fewer exist; at a length where
+  the training split holds every example the task makes (Lookup's shortest inputs),
+  they are drawn from all of them, and that length is in the second list."""
   by_length: Dict[int, set] = {}
   for example in exclude:
     for n in tasks.lengths_of(config.task, example):
       by_length.setdefault(n, set()).add(tuple(example.source))
-  return {n: tasks.sample(config.task, n, samples, seed=SAMPLE_SEED,
-                          exclude=by_length.get(n, ()), data_seed=config.data_seed,
-                          data_dir=config.data_dir or None)
-          for n in lengths}
+  def sample(n: int, excluded) -> List[tasks.Example]:
+    return tasks.sample(config.task, n, samples, seed=SAMPLE_SEED, exclude=excluded,
+                        data_seed=config.data_seed, data_dir=config.data_dir or None)
+  drawn = {n: sample(n, by_length.get(n, ())) for n in lengths}
+  seen = [n for n in lengths if not drawn[n] and by_length.get(n)]
+  for n in seen:
+    drawn[n] = sample(n, ())
+  return drawn, seen
 
 
 class Bucket(NamedTuple):
@@ -291,12 +302,11 @@ def evaluate_lengths(programs: inference.EvalPrograms, params, vocab: Vocabulary
   lengths: the lengths to score (`parse_range`); exclude: the training examples.
   """
   t0 = time.time()
-  drawn = draw(config, lengths, samples, exclude)
+  drawn, seen = draw(config, lengths, samples, exclude)
   draw_s = time.time() - t0
   empty = [n for n, ex in drawn.items() if not ex]
   if empty:
-    raise errors.MonolocError(f'task {config.task} has no examples at length {empty[0]} '
-                              'outside the training data')
+    raise errors.MonolocError(f'task {config.task} makes no examples at length {empty[0]}')
   source_eos = ip.source_eos(config)
   splits = {n: ip.encode_split(ex, vocab, source_eos) for n, ex in drawn.items()}
   buckets = plan_buckets({n: len(s) for n, s in splits.items()},
@@ -315,7 +325,8 @@ def evaluate_lengths(programs: inference.EvalPrograms, params, vocab: Vocabulary
   train_lengths = list(spec.train_lengths) if spec.train_lengths is not None else None
   result: Dict[str, Any] = {'task': config.task, 'variant': config.variant,
                             'lengths': list(lengths),
-                            'samples': [len(splits[n]) for n in lengths]}
+                            'samples': [len(splits[n]) for n in lengths],
+                            'lengths_with_training_examples': seen}
   for key in METRIC_NAMES:
     result[key] = [float(np.median([s[key] for s in per_length[n]])) for n in lengths]
   result['per_seed'] = {

@@ -102,6 +102,24 @@ def test_a_range_below_the_tasks_shortest_length_and_a_task_without_one():
     range_eval.check_samples(0)
 
 
+def test_the_draw_excludes_training_and_falls_back_where_training_holds_all():
+  """Lookup's 64 sources of length 3 (a bit string, one function, '.') are all in its
+  training split: that length is drawn from all of them and named; the other lengths
+  hold no training source."""
+  from monoloc_jax import tasks  # pylint: disable=g-import-not-at-top
+  from monoloc_jax.configs import default  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  config.task = 'lookup'
+  train = tasks.load_splits('lookup', ('train',), seed=config.data_seed)['train']
+  sources = {tuple(e.source) for e in train}
+  drawn, seen = range_eval.draw(config, [3, 4, 6, 9], 50, train)
+  assert seen == [3]
+  assert drawn[3] and all(tuple(e.source) in sources for e in drawn[3])
+  for n in (4, 6, 9):
+    assert drawn[n] and not any(tuple(e.source) in sources for e in drawn[n]), n
+  assert range_eval.draw(config, [3], 50)[1] == []          # nothing excluded: nothing to name
+
+
 # ---------------------------------------------------------------------------
 # The bucket plan.
 # ---------------------------------------------------------------------------

@@ -701,6 +701,26 @@ def test_range_evaluation_visits_the_cheapest_retrain_first(tmp_path, capsys):
                                               '[3/3] table2/copy/onestep'], lines
 
 
+def test_a_run_whose_range_evaluation_fails_is_one_line_and_the_queue_goes_on(
+    tmp_path, capsys, monkeypatch):
+  from monoloc_jax import errors  # pylint: disable=g-import-not-at-top
+  units = [grid.Unit('table2', 'copy', label, 0) for label in ('content', 'onestep', 'mono')]
+  done = []
+  def fake(run_units, *args, **kwargs):
+    if run_units[0].label == 'onestep':
+      raise errors.MonolocError('task copy makes no examples at length 7')
+    done.append(run_units[0].label)
+    return None
+  monkeypatch.setattr(reproduce, 'range_evaluate_run', fake)
+  with pytest.raises(errors.MonolocError, match=r'^1 of 3 runs failed \(see above\): '
+                     r'table2/copy/onestep$'):
+    reproduce.range_evaluate_runs(units, None, tmp_path / 'r', tmp_path / 'w',
+                                  reproduce.DataDirs())
+  assert done == ['content', 'mono']
+  assert ('[2/3] table2/copy/onestep: error: task copy makes no examples at length 7'
+          in capsys.readouterr().out)
+
+
 def test_best_seed_ranks_the_longest_compared_split_first():
   recs = {0: {'test': {'test_30': {'accuracy': 100.0}, 'test_100': {'accuracy': 10.0}}},
           1: {'test': {'test_30': {'accuracy': 0.0}, 'test_100': {'accuracy': 12.0}}},

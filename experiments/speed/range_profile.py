@@ -94,7 +94,7 @@ def profile_plan(lengths_text: str, samples: int, hlo_file: str = '') -> None:
   config, train, vocab, model, params, greedy = setup()
   encode_only = encoder_program(model, config.seed_strategy)
   lengths = range_eval.parse_range(lengths_text, 'copy')
-  drawn, draw_s, _ = timed(lambda: range_eval.draw(config, lengths, samples, train))
+  (drawn, _), draw_s, _ = timed(lambda: range_eval.draw(config, lengths, samples, train))
   splits, enc_s, _ = timed(lambda: {n: ip.encode_split(ex, vocab, ip.source_eos(config))
                                     for n, ex in drawn.items()})
 
