@@ -286,6 +286,11 @@ def range_cost_s(units_of_run: Sequence[grids_lib.Unit], results_dir: pathlib.Pa
   return float(records[seed].get('wall_time_s') or 0.0)
 
 
+# In a retrained unit's workdir: `retrain`'s note, so that an evaluation cut off after
+# the retrain (a session's end) still records it.
+RETRAIN_NOTE = 'retrained.json'
+
+
 def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
                        results_dir: pathlib.Path, workdir: pathlib.Path, data_dirs: DataDirs,
                        lengths: str = '', samples: int = RANGE_SAMPLES) -> Optional[pathlib.Path]:
@@ -306,9 +311,11 @@ def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
     if done.get('seed') == seed and done.get('range_lengths') == lengths:
       return None
   run_dir = unit.path(workdir)
-  retrained = None
+  note = run_dir / RETRAIN_NOTE
   if not (run_dir / 'results.json').exists():
-    retrained = retrain(unit, records[seed], (), base_config, workdir, data_dirs)[1]
+    write_json_atomic(note, retrain(unit, records[seed], (), base_config, workdir,
+                                    data_dirs)[1])
+  retrained = json.loads(note.read_text(encoding='utf-8')) if note.exists() else None
   t0 = time.time()
   result = range_eval.range_evaluate(str(run_dir), lengths or None, samples)
   record = {k: v for k, v in result.items() if k != 'versions'}   # range.json, one seed

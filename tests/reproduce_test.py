@@ -761,7 +761,13 @@ def test_range_evaluating_a_run_retrains_its_best_seed_when_its_workdir_is_gone(
                                       lengths='1:12', samples=4) is None
   assert reproduce.range_evaluate_run(units, base, results, work, reproduce.DataDirs(),
                                       lengths='1:6', samples=4) == out
-  assert json.loads(out.read_text())['retrained'] is None   # its workdir is back
+  # The retrain's note stays in the workdir: an evaluation after it (or one cut off by
+  # a session's end and run again) still records that the seed was trained again.
+  assert json.loads(out.read_text())['retrained'] == rec['retrained']
+  (units[1].path(work) / reproduce.RETRAIN_NOTE).unlink()      # a workdir trained here
+  assert reproduce.range_evaluate_run(units, base, results, work, reproduce.DataDirs(),
+                                      lengths='1:5', samples=4) == out
+  assert json.loads(out.read_text())['retrained'] is None
 
 
 def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
