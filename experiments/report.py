@@ -905,10 +905,12 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
            "Each run's best seed (highest committed accuracy at its longest test length, "
            'then the next) range-evaluated by `python experiments/reproduce.py '
            '--range_evaluate` (200 samples per length drawn from the task\'s generator, '
-           'none a training input; the digit tasks at lengths 1–200, Lookup over '
+           'none a training input where the task makes others: Lookup\'s 64 inputs of '
+           'length 3 are all training inputs; the digit tasks at lengths 1–200, Lookup over '
            'its default range in source tokens). Cell: horizon (the longest length up to '
-           'which accuracy stays ≥ 90% at every length) / OOD score (mean per-token accuracy '
-           'over the lengths above training). A seed whose workdir was gone was trained '
+           'which accuracy stays ≥ 90% at every length from the shortest training length; '
+           'none: below 90% there already) / OOD score (mean per-token accuracy over the '
+           'lengths above training). A seed whose workdir was gone was trained '
            'again first; † marks one whose rerun did not reproduce its committed figures.', '']
   for grid_name, task_list, labels, title in HORIZON_GRIDS:
     runs = sorted({(t, l) for (g, t, l) in results if g == grid_name})
@@ -933,7 +935,9 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
           cells.append('–')
           continue
         dagger = '†' if (r.get('retrained') or {}).get('reproduced') is False else ''
-        cells.append(f"{r['horizon']:g} / {_fmt(r['ood_score'])}{dagger}")
+        h, ood = r['horizon'], r['ood_score']
+        cells.append(f"{'none' if h is None else format(h, 'g')} / "
+                     f"{'–' if ood is None else _fmt(ood)}{dagger}")
       lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     lines.append('')
     hidden = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}: {_hidden(r)})'

@@ -779,9 +779,12 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
                      {'test_15': 100.0, 'test_30': 100.0, 'test_100': 99.0}))
   lengths = list(range(1, 41))
   def curve(h):
-    return [100.0 if n <= h else 0.0 for n in lengths]
+    return [100.0 if n <= (h or 0) else 0.0 for n in lengths]
+  write(root, record('table2_authors', 'copy', 'content.authors', 0,
+                     {'test_15': 10.0, 'test_30': 0.0, 'test_100': 0.0}))
   for label, seed, h, reproduced in (('onestep.authors', 1, 25, True),
-                                     ('mono.authors', 0, 40, False)):
+                                     ('mono.authors', 0, 40, False),
+                                     ('content.authors', 0, None, True)):
     rec = {'grid': 'table2_authors', 'task': 'copy', 'variant': label.split('.')[0],
            'label': label, 'seed': seed, 'lengths': lengths, 'accuracy': curve(h),
            'token_accuracy': curve(h), 'edit_distance': [0.0] * 40, 'horizon': h,
@@ -798,9 +801,10 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
   text = report.render(root)
   assert report.render(root, figures=False) == text          # --check draws nothing
   section = text[text.index('## Horizons'):]
-  assert '2 of 2 runs range-evaluated.' in section, section[:800]
+  assert '3 of 3 runs range-evaluated.' in section, section[:800]
   assert '| onestep.authors | 25 / 50.0 |' in section
   assert '| mono.authors | 40 / 50.0† |' in section
+  assert '| content.authors | none / 50.0 |' in section      # below 90% from the start
   assert 'Copy / onestep.authors (seed 1: holds to 25, 20.0 at 30)' in section
   assert 'mono.authors (seed 0' not in section                # solved at 30: nothing hidden
   assert (root / 'range' / 'figures' / 'table2_authors.copy.png').stat().st_size > 1000
