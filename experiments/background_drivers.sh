@@ -81,8 +81,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
   # the other worker holds is skipped): the horizons of the best seed of every Table 2 run
   # under the authors' procedure and every Transformer-grid run (issue "Range evaluation"),
   # cheapest retrain first (reproduce.range_cost_s), so a session's end cuts the fewest;
-  # then seeds 0-4 and 7 of Inv Reverse ReCopy / MonoAttn under the authors' procedure at
-  # the current commit (results/NOTES.md: whether a rerun reproduces its committed figures
+  # then seeds 0-3 and 7 of Inv Reverse ReCopy / MonoAttn under the authors' procedure at
+  # the current commit (seed 4's rerun is committed) (results/NOTES.md: whether a rerun reproduces its committed figures
   # tells a rounding path from chance), core 1 in the reverse order; then the Chomsky grid
   # seed by seed.
   for core in 0 1; do
