@@ -901,6 +901,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
   and the runs whose horizon the fixed-length tables hid."""
   from monoloc_jax import viz  # pylint: disable=g-import-not-at-top
   ranges = load_ranges(results_dir)
+  drawn = set()
   lines = ['## Horizons: every length, not three', '',
            "Each run's best seed (highest committed accuracy at its longest test length, "
            'then the next) range-evaluated by `python experiments/reproduce.py '
@@ -951,7 +952,12 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
       if figures:
         fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}')
         viz.save(fig, results_dir / 'range' / 'figures' / name)
+        drawn.add(name)
       lines += [f'![{TASK_NAMES[t]}](results/range/figures/{name})', '']
+  if figures:            # a figure of a run set no longer shown is removed
+    for old in (results_dir / 'range' / 'figures').glob('*.png'):
+      if old.name not in drawn:
+        old.unlink()
   return lines
 
 

@@ -658,6 +658,14 @@ def _range_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
   return _labelled_runs(runs, lambda r: 'lengths' in r, load, 'range results')
 
 
+def _range_legend(result: Mapping[str, Any]) -> str:
+  """'median of 3 seeds, n = 200 per length', 'seed 2, n = 15–200 per length'."""
+  seeds = result['per_seed']['seeds']
+  lo, hi = min(result['samples']), max(result['samples'])
+  who = f'seed {seeds[0]}' if len(seeds) == 1 else f'median of {len(seeds)} seeds'
+  return f"{who}, n = {hi if lo == hi else f'{lo}–{hi}'} per length"
+
+
 def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> Figure:
   """A range evaluation (range.json): `metric` against every length, one curve per run.
 
@@ -689,8 +697,7 @@ def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> F
   for label, result in named:
     x = result['lengths']
     line, = ax.plot(x, result[metric], lw=1.8, zorder=3,
-                    label=f"{label} (median of {len(result['per_seed']['seeds'])} seeds, "
-                          f"n = {max(result['samples'])} per length)")
+                    label=f'{label} ({_range_legend(result)})')
     line.set_gid(f'{RANGE_GID}:{label}')
     if len(named) == 1 and len(result['per_seed']['seeds']) > 1:
       for k, (seed, values) in enumerate(zip(result['per_seed']['seeds'],

@@ -234,6 +234,14 @@ def test_mode_range_writes_the_curve(copy_run):
   fig = viz.plot_range({'a': copy_run, 'b': result})
   gids = {line.get_gid() for line in fig.axes[0].lines}
   assert {'range:a', 'range:b'} <= gids
+  labels = {line.get_label() for line in fig.axes[0].lines}
+  # Copy makes only 10 inputs of length 1: the legend shows the span of the sample counts.
+  assert result['samples'][0] == 10 and max(result['samples']) == 50
+  assert 'a (median of 2 seeds, n = 10–50 per length)' in labels, labels
+  one = {**result, 'per_seed': {**result['per_seed'], 'seeds': [1]},
+         'samples': [50] * len(result['samples'])}           # one seed is named
+  labels = {line.get_label() for line in viz.plot_range({'b': one}).axes[0].lines}
+  assert 'b (seed 1, n = 50 per length)' in labels, labels
 
 
 def test_mode_range_refuses_other_fields(copy_run):

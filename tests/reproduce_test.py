@@ -808,6 +808,13 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
   assert 'Copy / onestep.authors (seed 1: holds to 25, 20.0 at 30)' in section
   assert 'mono.authors (seed 0' not in section                # solved at 30: nothing hidden
   assert (root / 'range' / 'figures' / 'table2_authors.copy.png').stat().st_size > 1000
+  stale = root / 'range' / 'figures' / 'table2_authors.lookup.png'   # its runs are gone
+  stale.write_bytes(b'png')
+  report.render(root, figures=False)
+  assert stale.exists()                                        # --check touches nothing
+  report.render(root)
+  assert not stale.exists()
+  assert (root / 'range' / 'figures' / 'table2_authors.copy.png').exists()
   assert 'the Transformer grid' not in section                # no Transformer units here
 
 
