@@ -909,8 +909,9 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
            'none a training input where the task makes others: Lookup\'s 64 inputs of '
            'length 3 are all training inputs; the digit tasks at lengths 1–200, Lookup over '
            'its default range in source tokens). Cell: horizon (the longest length up to '
-           'which accuracy stays ≥ 90% at every length from the shortest training length; '
-           'none: below 90% there already) / OOD score (mean per-token accuracy over the '
+           'which accuracy stays ≥ 90% at every length from the shortest training length, '
+           'Lookup\'s length 3 not required; none: below 90% at the first required length) '
+           '/ OOD score (mean per-token accuracy over the '
            'lengths above training). A seed whose workdir was gone was trained '
            'again first; † marks one whose rerun did not reproduce its committed figures.', '']
   for grid_name, task_list, labels, title in HORIZON_GRIDS:

@@ -544,7 +544,8 @@ def unit_range(run_dir: pathlib.Path) -> List[Dict[str, Any]]:
   for i, _ in enumerate(result['per_seed']['seeds']):
     seed = {k: result['per_seed'][k][i] for k in range_eval.METRIC_NAMES}
     out.append({'lengths': [lengths[0], lengths[-1]], **seed,
-                'horizon': range_eval.horizon(lengths, seed['accuracy'], lo),
+                'horizon': range_eval.horizon(lengths, seed['accuracy'], lo,
+                                              result['lengths_with_training_examples']),
                 'ood_score': range_eval.ood_score(lengths, seed['token_accuracy'], hi),
                 'samples': result['samples'], 'compiled_programs': result['compiled_programs'],
                 'wall_time_s': round(result['wall_time_s'], 1)})

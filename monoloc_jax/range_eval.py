@@ -268,14 +268,17 @@ def score(tokens: np.ndarray, split: ip.EncodedSplit, eos_id: int) -> List[Dict[
 
 
 def horizon(lengths: Sequence[int], accuracy: Sequence[float],
-            shortest_train: Optional[float] = None,
+            shortest_train: Optional[float] = None, seen: Sequence[int] = (),
             threshold: float = HORIZON_ACCURACY) -> Optional[int]:
   """The longest length h with accuracy >= threshold at every length of the range from
-  its start to h; lengths below `shortest_train` (shorter than any training input) are
-  not required. None when the first required length falls short."""
+  its start to h; lengths below `shortest_train` (shorter than any training input) and
+  the lengths in `seen` (whose every input is a training input, `draw`: they test
+  fitting, not generalisation) are not required. None when the first required length
+  falls short."""
   found = None
+  skip = set(seen)
   for n, acc in zip(lengths, accuracy):
-    if shortest_train is not None and n < shortest_train:
+    if (shortest_train is not None and n < shortest_train) or n in skip:
       continue
     if acc < threshold:
       break
@@ -337,7 +340,7 @@ def evaluate_lengths(programs: inference.EvalPrograms, params, vocab: Vocabulary
   result['dev_lengths'] = _dev_lengths(spec)
   result['length_unit'] = spec.length_unit
   result['horizon'] = horizon(lengths, result['accuracy'],
-                              train_lengths[0] if train_lengths else None)
+                              train_lengths[0] if train_lengths else None, seen)
   result['ood_score'] = ood_score(lengths, result['token_accuracy'],
                                   train_lengths[1] if train_lengths else None)
   result['compiled_programs'] = int(greedy._cache_size())   # pylint: disable=protected-access

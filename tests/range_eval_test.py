@@ -67,6 +67,9 @@ def test_horizon_and_ood_score_by_hand():
   assert range_eval.horizon(lengths, acc) is None            # length 1 falls short
   assert range_eval.horizon(lengths, acc, shortest_train=2) == 4   # 5 breaks the run
   assert range_eval.horizon(lengths, [100.0] * 7, 2) == 7
+  # A length whose every input is a training input is not required (Lookup's 3).
+  assert range_eval.horizon(lengths, acc, seen=[1]) == 4
+  assert range_eval.horizon(lengths, acc, 2, seen=[5]) == 7
   assert range_eval.ood_score(lengths, [0, 0, 0, 0, 50.0, 70.0, 90.0], 4) == pytest.approx(70.0)
   assert range_eval.ood_score(lengths, acc, 7) is None
 
