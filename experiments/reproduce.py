@@ -271,6 +271,13 @@ def finished_records(units_of_run: Sequence[grids_lib.Unit], results_dir: pathli
           for u in units_of_run if u.path(results_dir, '.json').exists()}
 
 
+def best_unit(units_of_run: Sequence[grids_lib.Unit], records: Mapping[int, Mapping[str, Any]]
+              ) -> grids_lib.Unit:
+  """The unit of the run's `best_seed` among its finished `records`."""
+  seed = best_seed(units_of_run[0].task, records)
+  return next(u for u in units_of_run if u.seed == seed)
+
+
 def range_cost_s(units_of_run: Sequence[grids_lib.Unit], results_dir: pathlib.Path,
                  workdir: pathlib.Path) -> float:
   """What range-evaluating a run costs before its evaluation: 0 where its best seed's
@@ -279,11 +286,10 @@ def range_cost_s(units_of_run: Sequence[grids_lib.Unit], results_dir: pathlib.Pa
   records = finished_records(units_of_run, results_dir)
   if not records:
     return 0.0
-  seed = best_seed(units_of_run[0].task, records)
-  unit = next(u for u in units_of_run if u.seed == seed)
+  unit = best_unit(units_of_run, records)
   if (unit.path(workdir) / 'results.json').exists():
     return 0.0
-  return float(records[seed].get('wall_time_s') or 0.0)
+  return float(records[unit.seed].get('wall_time_s') or 0.0)
 
 
 # In a retrained unit's workdir: `retrain`'s note, so that an evaluation cut off after
@@ -302,8 +308,8 @@ def range_evaluate_run(units_of_run: Sequence[grids_lib.Unit], base_config,
   records = finished_records(units_of_run, results_dir)
   if not records:
     return None
-  seed = best_seed(units_of_run[0].task, records)
-  unit = next(u for u in units_of_run if u.seed == seed)
+  unit = best_unit(units_of_run, records)
+  seed = unit.seed
   out = range_path(results_dir, unit)
   lengths = lengths or RANGE_LENGTHS.get(unit.task, '')
   if out.exists():
