@@ -879,20 +879,66 @@ def load_ranges(results_dir: pathlib.Path) -> Dict[Tuple[str, str, str], Dict[st
   return out
 
 
-def _hidden(record: Mapping[str, Any]) -> Optional[str]:
-  """What the fixed lengths hid about a run: its horizon H when H lies strictly between
-  two of its fixed test lengths and the next one fails ('holds to 25, 0 at 30'), else
-  None."""
-  fixed = sorted((float(LENGTH_OF[s]), s) for s in record['committed_test']
-                 if s in LENGTH_OF)
-  h = record.get('horizon')
-  if not h:
+# What the fixed lengths hid (`hidden_by_fixed_lengths`): its kinds, in the order shown.
+HIDDEN_KINDS = (
+    ('past_training', 'Past the training lengths, short of the first fixed length (the '
+     'fixed tables show only the failure there)'),
+    ('between', 'Between two fixed lengths, the longer one failed'),
+    ('dip', 'Below 90% short of a fixed length that is solved'),
+    ('beyond', 'Solved at every fixed length, short of the range\'s end'),
+)
+
+
+def hidden_by_fixed_lengths(record: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+  """What a run's fixed test lengths hid about its horizon H, as (kind, phrase), else
+  None. The fixed figures are those of the model range-evaluated (a retrained seed's own,
+  else the committed ones); the training lengths' longest counts as passed.
+    past_training / between: lo < H < hi for consecutive anchors lo, hi (lo the longest
+      training length or a solved fixed length) with hi not solved ('holds to 25, 0.0 at 30');
+    dip: a fixed length in the range beyond H is solved (the curve falls below 90%
+      before it);
+    beyond: every fixed length in the range solved and H past them.
+  A horizon at the range's last length hides nothing (it holds over the whole range)."""
+  h, last = record.get('horizon'), record['lengths'][-1]
+  if not h or h >= last:                 # none, or it holds over the whole range
     return None
-  for (lo, _), (hi, split) in zip(fixed, fixed[1:]):
-    acc = record['committed_test'][split]['accuracy']
-    if lo < h < hi and mark(acc) != 'solved':
-      return f'holds to {h:g}, {_fmt(acc)} at {hi:g}'
+  figures = ((record.get('retrained') or {}).get('retrained_test')
+             or record['committed_test'])
+  fixed = sorted((float(LENGTH_OF[s]), s) for s in figures if LENGTH_OF.get(s))
+  if not fixed:
+    return None
+  acc = {n: figures[s]['accuracy'] for n, s in fixed}
+  curve = dict(zip(record['lengths'], record['accuracy']))
+  after = f"{_fmt(curve[h + 1])} at {h + 1:g}" if h + 1 in curve else ''
+  anchors = [float(max(record['train_lengths']))] + [n for n, _ in fixed]
+  for i, (lo, hi) in enumerate(zip(anchors, anchors[1:])):
+    if lo < h < hi and mark(acc[hi]) != 'solved' and (i == 0 or mark(acc[lo]) == 'solved'):
+      return ('past_training' if i == 0 else 'between',
+              f'holds to {h:g}, {_fmt(acc[hi])} at {hi:g}')
+  in_range = [n for n, _ in fixed if n <= last]
+  solved_past = [n for n in in_range if n > h and mark(acc[n]) == 'solved']
+  if solved_past:
+    return 'dip', f'holds to {h:g} ({after}), {_fmt(acc[solved_past[-1]])} at {solved_past[-1]:g}'
+  if in_range and all(mark(acc[n]) == 'solved' for n in in_range) and in_range[-1] < h:
+    return 'beyond', (f'holds to {h:g} of {last:g} ({after}); '
+                      + ', '.join(f'{_fmt(acc[n])} at {n:g}' for n in in_range))
   return None
+
+
+def _hidden_lines(have: Mapping[Tuple[str, str], Mapping[str, Any]]) -> List[str]:
+  """The paragraph on what the fixed lengths hid: one bullet per kind that occurs."""
+  found = {(t, l): hidden_by_fixed_lengths(r) for (t, l), r in sorted(have.items())}
+  bullets = []
+  for kind, title in HIDDEN_KINDS:
+    runs = [f'{TASK_NAMES[t]} / {l} (seed {have[(t, l)]["seed"]}) {what[1]}'
+            for (t, l), what in found.items() if what and what[0] == kind]
+    if runs:
+      bullets.append(f'- {title}: ' + '; '.join(runs) + '.')
+  if not bullets:
+    return ['The fixed lengths hid nothing: every horizon lies at a fixed test length, '
+            'before the first one, or at the range\'s end.', '']
+  return ['What the fixed lengths hid (fixed figures: the range-evaluated model\'s own):',
+          ''] + bullets + ['']
 
 
 def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[str]:
@@ -942,11 +988,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
                      f"{'–' if ood is None else _fmt(ood)}{dagger}")
       lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     lines.append('')
-    hidden = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}: {_hidden(r)})'
-              for (t, l), r in sorted(have.items()) if _hidden(r)]
-    lines += (['What the fixed lengths hid: ' + '; '.join(hidden) + '.', ''] if hidden else
-              ['No run holds to a length between its fixed test lengths and fails the next.',
-               ''])
+    lines += _hidden_lines(have)
     for t in shown_tasks:
       curves = {label: r for (t2, label), r in sorted(have.items()) if t2 == t}
       name = f'{grid_name}.{t}.png'

@@ -805,7 +805,8 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
   assert '| onestep.authors | 25 / 50.0 |' in section
   assert '| mono.authors | 40 / 50.0† |' in section
   assert '| content.authors | none / 50.0 |' in section      # below 90% from the start
-  assert 'Copy / onestep.authors (seed 1: holds to 25, 20.0 at 30)' in section
+  assert ('- Between two fixed lengths, the longer one failed: Copy / onestep.authors '
+          '(seed 1) holds to 25, 20.0 at 30.') in section
   assert 'mono.authors (seed 0' not in section                # solved at 30: nothing hidden
   assert (root / 'range' / 'figures' / 'table2_authors.copy.png').stat().st_size > 1000
   stale = root / 'range' / 'figures' / 'table2_authors.lookup.png'   # its runs are gone
@@ -816,6 +817,39 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
   assert not stale.exists()
   assert (root / 'range' / 'figures' / 'table2_authors.copy.png').exists()
   assert 'the Transformer grid' not in section                # no Transformer units here
+
+
+def test_what_the_fixed_lengths_hid_by_kind():
+  lengths = list(range(1, 201))
+  def rec(h, fixed, retrained_test=None):
+    curve = [100.0 if n <= (h or 0) else 40.0 for n in lengths]
+    return {'horizon': h, 'lengths': lengths, 'accuracy': curve, 'train_lengths': [5, 10],
+            'committed_test': {s: {'accuracy': a} for s, a in fixed.items()},
+            'retrained': ({'reproduced': False, 'retrained_test':
+                           {s: {'accuracy': a} for s, a in retrained_test.items()}}
+                          if retrained_test else None)}
+  hid = report.hidden_by_fixed_lengths
+  f = lambda a15, a30, a100: {'test_15': a15, 'test_30': a30, 'test_100': a100}
+  assert hid(rec(13, f(58.9, 0, 0))) == ('past_training', 'holds to 13, 58.9 at 15')
+  assert hid(rec(25, f(100, 20, 0))) == ('between', 'holds to 25, 20.0 at 30')
+  assert hid(rec(60, f(100, 100, 0))) == ('between', 'holds to 60, 0.0 at 100')
+  assert hid(rec(20, f(100, 95, 99))) == ('dip', 'holds to 20 (40.0 at 21), 99.0 at 100')
+  assert hid(rec(150, f(100, 100, 100))) == (
+      'beyond', 'holds to 150 of 200 (40.0 at 151); 100.0 at 15, 100.0 at 30, 100.0 at 100')
+  assert hid(rec(200, f(100, 100, 100))) is None           # the whole range
+  assert hid(rec(15, f(99, 0, 0))) is None                 # at a fixed length
+  assert hid(rec(10, f(0, 0, 0))) is None                  # at the training lengths' end
+  assert hid(rec(30, f(0, 100, 0))) is None                # 15 failed: not an anchor
+  assert hid(rec(None, f(0, 0, 0))) is None
+  short = dict(rec(40, f(100, 100, 99)), lengths=lengths[:40], accuracy=[100.0] * 40)
+  assert hid(short) is None                               # 100 is past the range's end
+  short = dict(short, horizon=35)
+  assert hid(short)[0] == 'beyond'
+  # A retrained seed is compared with its own fixed figures, not the committed seed's.
+  assert hid(rec(13, f(100, 0, 0), retrained_test=f(60, 0, 0))) == (
+      'past_training', 'holds to 13, 60.0 at 15')
+  assert hid(rec(13, f(60, 0, 0), retrained_test=f(100, 0, 0))) == (
+      'dip', 'holds to 13 (40.0 at 14), 100.0 at 15')
 
 
 def test_table6_shows_test_iid_and_marks_a_retrain_that_did_not_reproduce(tmp_path):
