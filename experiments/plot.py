@@ -15,7 +15,8 @@ Writes into the first --workdir:
   training_curves.<fmt>     loss and dev accuracy per epoch and seed;
   range_curves.<fmt>        where every --workdir has a range.json (monoloc-train
                             --mode=range): each run's median accuracy at every
-                            length of its range, in one figure.
+                            length of its range, in one figure (--range_xscale:
+                            linear, or log to widen the lengths near training).
 
 The heatmap's input is --example, or by default the first example of test_100
 for the digit tasks and of the run's first test split for the others. It is
@@ -44,6 +45,9 @@ _EXAMPLE = flags.DEFINE_string(
     'example', None, 'Whitespace-separated input for the heatmap (default: the first example '
     "of the longest split the paper reports for the task, e.g. test_100).")
 _FORMAT = flags.DEFINE_enum('format', 'png', ['png', 'svg'], 'Image format.')
+_RANGE_XSCALE = flags.DEFINE_enum(
+    'range_xscale', 'linear', list(viz.RANGE_XSCALES),
+    "range_curves' length axis: linear (the Chomsky papers' axis) or log.")
 _SEED_INDEX = flags.DEFINE_integer(
     'seed_index', None, 'Which seed of the first run decodes the heatmap (0 = its config.seed); '
     'default: the seed with the best dev accuracy.', lower_bound=0)
@@ -61,11 +65,13 @@ def default_example(task: str, results: dict, config: dict):
   return tuple(source), tuple(target)
 
 
-def make_plots(workdirs, example=None, fmt='png', seed_index=None, report=print):
-  """Writes the three figures into workdirs[0]; returns their paths.
+def make_plots(workdirs, example=None, fmt='png', seed_index=None, report=print,
+               range_xscale='linear'):
+  """Writes the figures into workdirs[0]; returns their paths.
 
   seed_index: which seed of workdirs[0] decodes the heatmap; None = the best-dev
-  seed. `report` gets one line naming it.
+  seed. `report` gets one line naming it. range_xscale: range_curves' length axis
+  (`viz.RANGE_XSCALES`).
   """
   first = pathlib.Path(workdirs[0])
   results = viz.load_results(first)
@@ -108,7 +114,8 @@ def make_plots(workdirs, example=None, fmt='png', seed_index=None, report=print)
     for wd in workdirs:
       label = viz.display_name(viz.load_results(wd).get('variant'))
       ranged[label if label not in ranged else f'{label} ({pathlib.Path(wd).name})'] = wd
-    written.append(viz.save(viz.plot_range(ranged), first / f'range_curves.{fmt}'))
+    written.append(viz.save(viz.plot_range(ranged, xscale=range_xscale),
+                            first / f'range_curves.{fmt}'))
   return written
 
 
@@ -119,7 +126,8 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   try:
     paths = make_plots(_WORKDIR.value, _EXAMPLE.value, _FORMAT.value, _SEED_INDEX.value,
-                       report=lambda line: print(line, file=sys.stderr))
+                       report=lambda line: print(line, file=sys.stderr),
+                       range_xscale=_RANGE_XSCALE.value)
   except errors.MonolocError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -959,7 +959,8 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
            'Lookup\'s length 3 not required; none: below 90% at the first required length) '
            '/ OOD score (mean per-token accuracy over the '
            'lengths above training). A seed whose workdir was gone was trained '
-           'again first; † marks one whose rerun did not reproduce its committed figures.', '']
+           'again first; † marks one whose rerun did not reproduce its committed figures. '
+           "The figures: per task, every variant's curve on a log length axis.", '']
   for grid_name, task_list, labels, title in HORIZON_GRIDS:
     runs = sorted({(t, l) for (g, t, l) in results if g == grid_name})
     if labels is not None:
@@ -993,7 +994,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
       curves = {label: r for (t2, label), r in sorted(have.items()) if t2 == t}
       name = f'{grid_name}.{t}.png'
       if figures:
-        fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}')
+        fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}', xscale='log')
         viz.save(fig, results_dir / 'range' / 'figures' / name)
         drawn.add(name)
       lines += [f'![{TASK_NAMES[t]}](results/range/figures/{name})', '']

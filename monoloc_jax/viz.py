@@ -645,6 +645,8 @@ def plot_accuracy_vs_length(runs, metric: str = 'accuracy', title: Optional[str]
 
 
 RANGE_GID = 'range'            # gid prefix of each run's median range curve ('range:<label>')
+RANGE_XSCALES = ('linear', 'log')            # plot_range's length axes
+RANGE_LINESTYLES = ('-', '--', '-.', ':')  # one per run, in turn
 
 
 def _range_runs(runs) -> List[Tuple[str, Dict[str, Any]]]:
@@ -666,15 +668,21 @@ def _range_legend(result: Mapping[str, Any]) -> str:
   return f"{who}, n = {hi if lo == hi else f'{lo}–{hi}'} per length"
 
 
-def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> Figure:
+def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None,
+               xscale: str = 'linear') -> Figure:
   """A range evaluation (range.json): `metric` against every length, one curve per run.
 
   runs: one range.json dict or workdir, a sequence of them or {label: one}. Each
   run's line is its median over seeds (gid 'range:<label>'); with one run, each
   seed is a thin line beside it. The training lengths are shaded (gid
-  'training-band') and the dev lengths marked by dotted lines; the x axis is linear.
-  Runs of different tasks are refused (their lengths count different units).
+  'training-band') and the dev lengths marked by dotted lines. xscale: 'linear' (the
+  Chomsky papers' axis) or 'log' (the lengths near training, where curves part, get as
+  much width as the long tail; ticks at 1, 2, 5, 10, 20, ...). Runs' lines cycle
+  through `RANGE_LINESTYLES`, so curves lying on one another (several runs at 100%)
+  stay visible. Runs of different tasks are refused (their lengths count different units).
   """
+  if xscale not in RANGE_XSCALES:
+    raise errors.MonolocError(f"unknown xscale {xscale!r}; valid: {', '.join(RANGE_XSCALES)}")
   named = _range_runs(runs)
   seen = {r.get('task') for _, r in named}
   if len(seen) > 1:
@@ -694,9 +702,10 @@ def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> F
       ax.axvline(x, color='0.4', ls=':', lw=1.0,
                  label=f"dev lengths ({first['dev_lengths'][0]:g}–"
                        f"{first['dev_lengths'][1]:g})" if k == 0 else '_nolegend_')
-  for label, result in named:
+  for k, (label, result) in enumerate(named):
     x = result['lengths']
     line, = ax.plot(x, result[metric], lw=1.8, zorder=3,
+                    ls=RANGE_LINESTYLES[k % len(RANGE_LINESTYLES)],
                     label=f'{label} ({_range_legend(result)})')
     line.set_gid(f'{RANGE_GID}:{label}')
     if len(named) == 1 and len(result['per_seed']['seeds']) > 1:
@@ -704,8 +713,20 @@ def plot_range(runs, metric: str = 'accuracy', title: Optional[str] = None) -> F
                                              result['per_seed'][metric])):
         ax.plot(x, values, lw=0.7, alpha=0.55, color=line.get_color(), zorder=2,
                 label='single seeds' if k == 0 else '_nolegend_')
-  ax.set_xlim(min(r['lengths'][0] for _, r in named) - 0.5,
-              max(r['lengths'][-1] for _, r in named) + 0.5)
+  first_n = min(r['lengths'][0] for _, r in named)
+  last_n = max(r['lengths'][-1] for _, r in named)
+  if xscale == 'log':
+    ax.set_xscale('log')
+    ticks = [t for t in (m * 10 ** e for e in range(6) for m in (1, 2, 5))
+             if first_n <= t <= last_n]
+    ticks = sorted(ticks + [n for n in (first_n, last_n)     # the ends, if not crowded
+                            if all(max(n, t) / min(n, t) >= 1.3 for t in ticks)])
+    ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(ticker.FixedFormatter([f'{t:g}' for t in ticks]))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    ax.set_xlim(first_n / 1.05, last_n * 1.05)
+  else:
+    ax.set_xlim(first_n - 0.5, last_n + 0.5)
   if metric != 'edit_distance':
     ax.set_ylim(-2, 102)
     ax.set_yticks(range(0, 101, 20))

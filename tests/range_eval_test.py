@@ -245,6 +245,15 @@ def test_mode_range_writes_the_curve(copy_run):
          'samples': [50] * len(result['samples'])}           # one seed is named
   labels = {line.get_label() for line in viz.plot_range({'b': one}).axes[0].lines}
   assert 'b (seed 1, n = 50 per length)' in labels, labels
+  # A log length axis: ticks 1, 2, 5, ... and the range's ends; the runs' line styles differ.
+  ax = viz.plot_range({'a': copy_run, 'b': result}, xscale='log').axes[0]
+  assert ax.get_xscale() == 'log'
+  assert [t.get_text() for t in ax.get_xticklabels()] == ['1', '2', '5', '10', '20', '50',
+                                                          '100']     # 120: too near 100
+  styles = {l.get_gid(): l.get_linestyle() for l in ax.lines if l.get_gid()}
+  assert styles['range:a'] != styles['range:b'], styles
+  with pytest.raises(errors.MonolocError, match="unknown xscale 'symlog'; valid: linear, log"):
+    viz.plot_range(result, xscale='symlog')
 
 
 def test_mode_range_refuses_other_fields(copy_run):
