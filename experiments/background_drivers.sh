@@ -84,8 +84,9 @@ if [ "$WHICH" = all ] || [ "$WHICH" = retrain ]; then
   # then seeds 0-3 and 7 of Inv Reverse ReCopy / MonoAttn under the authors' procedure at
   # the current commit (seed 4's rerun is committed) (results/NOTES.md: whether a rerun reproduces its committed figures
   # tells a rounding path from chance), core 1 in the reverse order; then the Chomsky grid
-  # seed by seed.
-  for core in 0 1; do
+  # seed by seed. RETRAIN_CORES (default "0 1") starts only some of the two workers, e.g.
+  # to restart one on new code while the other's unit finishes.
+  for core in ${RETRAIN_CORES:-0 1}; do
     [ $core = 0 ] && IRR=0,1,2,3,7 || IRR=7,3,2,1,0
     nohup setsid taskset -c $core nice -n 19 bash -c "
     $AUTOGROUP

@@ -190,27 +190,33 @@ def self_attention_step(p: SelfAttentionArrays, x: Array, cache_k: Array, cache_
                         t: Array, pos: StackPositions) -> Tuple[Array, Array, Array]:
   """One causal self-attention step with a KV cache.
 
-  x [B, D], the layer's normalised input at step t (0-based); cache_k, cache_v
-  [B, T_max, H, K] with the keys/values of steps < t; pos: the decoder's positions
-  for all T_max steps (slot t read here). Returns (output [B, D], cache_k, cache_v)
-  with step t written. Equal to row t of `self_attention` under a causal mask
+  x [B, D], the layer's normalised input at step t (0-based); cache_k [B, H, K, T_max]
+  and cache_v [B, H, T_max, K] with the keys/values of steps < t; pos: the decoder's
+  positions for all T_max steps (slot t read here). Returns (output [B, D], cache_k,
+  cache_v) with step t written. Equal to row t of `self_attention` under a causal mask
   (masked keys get weight exactly 0 in both).
+
+  The caches are laid out as the two products read them (batch axes, then the
+  contracted axis, then the kept one: q.k contracts K, a.v contracts T_max), so XLA:CPU
+  neither transposes a whole cache at every step nor copies it to write slot t (the
+  [B, T_max, H, K] layout did both, and decoded about 3x slower; MEASUREMENTS.md §9).
   """
   q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, H, K]
   if pos.rotary is not None:
     at_t = jax.lax.dynamic_index_in_dim(pos.rotary, t, 1)                    # [B|1, 1]
     q = position_schemes.rotate(q[:, None], at_t)[:, 0]
     k = position_schemes.rotate(k[:, None], at_t)[:, 0]
-  cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, as_dtype(k, cache_k.dtype), t, 1)
-  cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, as_dtype(v, cache_v.dtype), t, 1)
+  cache_k = jax.lax.dynamic_update_index_in_dim(cache_k, as_dtype(k, cache_k.dtype)[..., None],
+                                                t, 3)
+  cache_v = jax.lax.dynamic_update_index_in_dim(cache_v, as_dtype(v, cache_v.dtype), t, 2)
   work = attention.at_least_float32(x.dtype)
-  scores = jnp.einsum('bhk,bshk->bhs', q, cache_k, preferred_element_type=work)
+  scores = jnp.einsum('bhk,bhks->bhs', q, cache_k, preferred_element_type=work)
   scores = scores / math.sqrt(q.shape[-1])
   if pos.bias is not None:                                                  # row t
     scores = scores + as_dtype(jax.lax.dynamic_index_in_dim(pos.bias, t, 2, False), work)
-  mask = jnp.broadcast_to(jnp.arange(cache_k.shape[1]) <= t, scores.shape)
+  mask = jnp.broadcast_to(jnp.arange(cache_v.shape[2]) <= t, scores.shape)
   weights = attention.masked_softmax(scores, mask)
-  context = jnp.einsum('bhs,bshk->bhk', as_dtype(weights, cache_v.dtype), cache_v)
+  context = jnp.einsum('bhs,bhsk->bhk', as_dtype(weights, cache_v.dtype), cache_v)
   return jnp.einsum('bhk,hkd->bd', context, p.out), cache_k, cache_v
 
 
@@ -420,7 +426,8 @@ class MLPParams(nn.Module):
 class DecodeCache(NamedTuple):
   """The step-by-step decoder's state.
 
-  keys, values: per decoder layer, the self-attention cache [B, T_max, H, K];
+  keys, values: per decoder layer, the self-attention cache: keys [B, H, K, T_max],
+    values [B, H, T_max, K] (`self_attention_step`);
   location: per decoder layer, `attention.AttentionCarry` with pa_{t-1} [H, B]
     per head and the step index [];
   t: [] int, the 0-based index of the next step.
@@ -663,11 +670,12 @@ class Transformer(nn.Module):
   def init_cache(self, batch: int, max_steps: int) -> DecodeCache:
     """An empty `DecodeCache` for `max_steps` steps."""
     head_dim = self.model_dim // self.num_heads
-    kv = jnp.zeros((batch, max_steps, self.num_heads, head_dim), self.compute_dtype)
+    keys = jnp.zeros((batch, self.num_heads, head_dim, max_steps), self.compute_dtype)
+    values = jnp.zeros((batch, self.num_heads, max_steps, head_dim), self.compute_dtype)
     carry = attention.initial_carry(batch, self.location_dtype)
     location = AttentionCarry(jnp.broadcast_to(carry.pa_prev, (self.num_heads, batch)),
                               carry.t)
-    return DecodeCache((kv,) * self.num_layers, (kv,) * self.num_layers,
+    return DecodeCache((keys,) * self.num_layers, (values,) * self.num_layers,
                        (location,) * self.num_layers, jnp.zeros((), jnp.int32))
 
   def _step(self, dec: _Decoder, cache: DecodeCache, token: Array):
@@ -706,7 +714,7 @@ class Transformer(nn.Module):
     aux {name: [B, L, H]})). The decoder's positions are those of the cache's T_max
     steps; a randomized scheme's draw is the same at every call while the rngs passed
     are (none, or the same 'positions' key)."""
-    batch, steps = cache.keys[0].shape[:2]
+    batch, _, _, steps = cache.keys[0].shape
     return self._step(self._decoder(cross, batch, steps, False), cache, token)
 
   def teacher_forced_steps(self, src: Array, src_lengths: Array,
