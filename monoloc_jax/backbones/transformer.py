@@ -198,8 +198,8 @@ def self_attention_step(p: SelfAttentionArrays, x: Array, cache_k: Array, cache_
 
   The caches are laid out as the two products read them (batch axes, then the
   contracted axis, then the kept one: q.k contracts K, a.v contracts T_max), so XLA:CPU
-  neither transposes a whole cache at every step nor copies it to write slot t (the
-  [B, T_max, H, K] layout did both, and decoded about 3x slower; MEASUREMENTS.md §9).
+  does not transpose a whole cache at every step (the [B, T_max, H, K] layout did, and
+  decoded about 3x slower; MEASUREMENTS.md §9).
   """
   q, k, v = _project(x, p.query), _project(x, p.key), _project(x, p.value)    # [B, H, K]
   if pos.rotary is not None:
