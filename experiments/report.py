@@ -925,6 +925,40 @@ def hidden_by_fixed_lengths(record: Mapping[str, Any]) -> Optional[Tuple[str, st
   return None
 
 
+def rerun_changes(record: Mapping[str, Any]) -> List[str]:
+  """The fixed test lengths that a retrained seed solves (≥ SOLVED, the horizon's 90%) where
+  its committed figures do not, or the other way round, as 'committed → rerun at length',
+  shortest length first; [] for a seed that was not retrained or agrees at every length.
+  The horizon is the rerun's, so at these lengths it does not describe the committed model."""
+  rerun = (record.get('retrained') or {}).get('retrained_test') or {}
+  committed = record['committed_test']
+  changed = sorted((float(LENGTH_OF[s]), s) for s in rerun
+                   if LENGTH_OF.get(s) and s in committed
+                   and (rerun[s]['accuracy'] >= SOLVED) != (committed[s]['accuracy'] >= SOLVED))
+  return [f"{_fmt(committed[s]['accuracy'])} → {_fmt(rerun[s]['accuracy'])} at {n:g}"
+          for n, s in changed]
+
+
+def _rerun_lines(have: Mapping[Tuple[str, str], Mapping[str, Any]]) -> List[str]:
+  """The paragraph on the retrained seeds: how many reproduced their committed figures,
+  and the runs whose rerun changed a fixed length's mark."""
+  retrained = {k: r for k, r in sorted(have.items()) if r.get('retrained')}
+  if not retrained:
+    return []
+  daggers = sum(r['retrained'].get('reproduced') is False for r in retrained.values())
+  changed = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}): ' + ', '.join(rerun_changes(r))
+             for (t, l), r in retrained.items() if rerun_changes(r)]
+  own = ('' if len(retrained) == len(have) else
+         ' (the others were scored from their own checkpoints)')
+  lines = [f'Retrained: {len(retrained)} of {len(have)}{own}; {len(retrained) - daggers} '
+           f'reproduced their committed figures within one example, {daggers} did not (†).']
+  if changed:
+    lines[0] += (' Where a rerun solves a fixed length that the committed seed did not, or '
+                 'the other way round, its horizon describes the rerun, not the committed '
+                 'model (committed → rerun): ' + '; '.join(changed) + '.')
+  return lines + ['']
+
+
 def _hidden_lines(have: Mapping[Tuple[str, str], Mapping[str, Any]]) -> List[str]:
   """The paragraph on what the fixed lengths hid: one bullet per kind that occurs."""
   found = {(t, l): hidden_by_fixed_lengths(r) for (t, l), r in sorted(have.items())}
@@ -959,7 +993,8 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
            'Lookup\'s length 3 not required; none: below 90% at the first required length) '
            '/ OOD score (mean per-token accuracy over the '
            'lengths above training). A seed whose workdir was gone was trained '
-           'again first; † marks one whose rerun did not reproduce its committed figures. '
+           'again first; † marks one whose rerun did not reproduce its committed figures '
+           '(why a rerun can differ: BUILD_NOTES §3). '
            "The figures: per task, every variant's curve on a log length axis.", '']
   for grid_name, task_list, labels, title in HORIZON_GRIDS:
     runs = sorted({(t, l) for (g, t, l) in results if g == grid_name})
@@ -989,6 +1024,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
                      f"{'–' if ood is None else _fmt(ood)}{dagger}")
       lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     lines.append('')
+    lines += _rerun_lines(have)
     lines += _hidden_lines(have)
     for t in shown_tasks:
       curves = {label: r for (t2, label), r in sorted(have.items()) if t2 == t}

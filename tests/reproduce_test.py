@@ -852,6 +852,41 @@ def test_what_the_fixed_lengths_hid_by_kind():
       'dip', 'holds to 13 (40.0 at 14), 100.0 at 15')
 
 
+def test_the_report_says_where_a_rerun_solves_other_lengths_than_its_committed_seed():
+  fixed = lambda a15, a30, a100: {'test_15': {'accuracy': a15}, 'test_30': {'accuracy': a30},
+                                  'test_100': {'accuracy': a100}}
+  def rec(committed, rerun, reproduced):
+    return {'seed': 1, 'committed_test': committed,
+            'retrained': {'reproduced': reproduced, 'retrained_test': rerun}}
+  changes = report.rerun_changes
+  assert changes(rec(fixed(99.5, 98.75, 95.6), fixed(27.65, 0.3, 0.0), False)) == [
+      '99.5 → 27.6 at 15', '98.8 → 0.3 at 30', '95.6 → 0.0 at 100']
+  assert changes(rec(fixed(0.0, 0.0, 0.0), fixed(95.7, 10.0, 0.0), False)) == [
+      '0.0 → 95.7 at 15']
+  assert changes(rec(fixed(52.1, 0.8, 0.0), fixed(45.4, 0.3, 0.0), False)) == []  # unsolved both
+  assert changes(rec(fixed(90.0, 0.8, 0.0), fixed(89.9, 0.8, 0.0), False)) == [
+      '90.0 → 89.9 at 15']                                 # the horizon's 90% exactly
+  assert changes({'seed': 0, 'committed_test': fixed(100, 100, 100), 'retrained': None}) == []
+  have = {('copy', 'mono.transformer'): rec(fixed(99.5, 98.75, 95.6), fixed(27.65, 0.3, 0.0),
+                                            False),
+          ('recopy', 'mono.transformer'): rec(fixed(52.1, 0.8, 0.0), fixed(45.4, 0.3, 0.0),
+                                              False),
+          ('copy', 'onestep.transformer'): rec(fixed(100, 100, 100), fixed(100, 100, 100),
+                                               True),
+          ('copy', 'content.transformer'): {'seed': 0, 'retrained': None,
+                                            'committed_test': fixed(10, 0, 0)}}
+  text = '\n'.join(report._rerun_lines(have))
+  assert text.startswith('Retrained: 3 of 4 (the others were scored from their own '
+                         'checkpoints); 1 reproduced their committed figures within one '
+                         'example, 2 did not (†).'), text
+  assert ('(committed → rerun): Copy / mono.transformer (seed 1): 99.5 → 27.6 at 15, '
+          '98.8 → 0.3 at 30, 95.6 → 0.0 at 100.') in text
+  assert 'ReCopy' not in text
+  del have[('copy', 'content.transformer')]
+  assert report._rerun_lines(have)[0].startswith('Retrained: 3 of 3; 1 reproduced')
+  assert report._rerun_lines({('copy', 'content.transformer'): {'retrained': None}}) == []
+
+
 def test_table6_shows_test_iid_and_marks_a_retrain_that_did_not_reproduce(tmp_path):
   root = tmp_path / 'results'
   base = {'test_15': 90.0, 'test_30': 10.0, 'test_100': 0.0}
