@@ -939,13 +939,18 @@ def rerun_changes(record: Mapping[str, Any]) -> List[str]:
           for n, s in changed]
 
 
+def _dagger(record: Mapping[str, Any]) -> str:
+  """'†' for a range record whose retrained seed did not reproduce its committed figures."""
+  return '†' if (record.get('retrained') or {}).get('reproduced') is False else ''
+
+
 def _rerun_lines(have: Mapping[Tuple[str, str], Mapping[str, Any]]) -> List[str]:
   """The paragraph on the retrained seeds: how many reproduced their committed figures,
   and the runs whose rerun changed a fixed length's mark."""
   retrained = {k: r for k, r in sorted(have.items()) if r.get('retrained')}
   if not retrained:
     return []
-  daggers = sum(r['retrained'].get('reproduced') is False for r in retrained.values())
+  daggers = sum(_dagger(r) == '†' for r in retrained.values())
   changed = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}): ' + ', '.join(rerun_changes(r))
              for (t, l), r in retrained.items() if rerun_changes(r)]
   own = ('' if len(retrained) == len(have) else
@@ -1018,7 +1023,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
         if r is None:
           cells.append('–')
           continue
-        dagger = '†' if (r.get('retrained') or {}).get('reproduced') is False else ''
+        dagger = _dagger(r)
         h, ood = r['horizon'], r['ood_score']
         cells.append(f"{'none' if h is None else format(h, 'g')} / "
                      f"{'–' if ood is None else _fmt(ood)}{dagger}")
@@ -1027,7 +1032,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
     lines += _rerun_lines(have)
     lines += _hidden_lines(have)
     for t in shown_tasks:
-      curves = {label: r for (t2, label), r in sorted(have.items()) if t2 == t}
+      curves = {label + _dagger(r): r for (t2, label), r in sorted(have.items()) if t2 == t}
       name = f'{grid_name}.{t}.png'
       if figures:
         fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}', xscale='log')

@@ -770,7 +770,13 @@ def test_range_evaluating_a_run_retrains_its_best_seed_when_its_workdir_is_gone(
   assert json.loads(out.read_text())['retrained'] is None
 
 
-def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
+def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path, monkeypatch):
+  from monoloc_jax import viz  # pylint: disable=g-import-not-at-top
+  legends, plot_range = [], viz.plot_range
+  def recording(curves, **kw):
+    legends.append(sorted(curves))
+    return plot_range(curves, **kw)
+  monkeypatch.setattr(viz, 'plot_range', recording)
   root = tmp_path / 'results'
   for seed, acc30 in ((0, 0.0), (1, 20.0)):
     write(root, record('table2_authors', 'copy', 'onestep.authors', seed,
@@ -809,6 +815,7 @@ def test_the_report_shows_horizons_and_what_the_fixed_lengths_hid(tmp_path):
           '(seed 1) holds to 25, 20.0 at 30.') in section
   assert 'mono.authors (seed 0' not in section                # solved at 30: nothing hidden
   assert (root / 'range' / 'figures' / 'table2_authors.copy.png').stat().st_size > 1000
+  assert legends[0] == ['content.authors', 'mono.authors†', 'onestep.authors']  # as the table
   stale = root / 'range' / 'figures' / 'table2_authors.lookup.png'   # its runs are gone
   stale.write_bytes(b'png')
   report.render(root, figures=False)
