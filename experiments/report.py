@@ -197,6 +197,12 @@ def load_results(results_dir: pathlib.Path, max_seed: Optional[int] = PROTOCOL_S
   return out
 
 
+def _dagger(rerun: Optional[Mapping[str, Any]]) -> str:
+  """'†' where a rerun's note (`added_test_splits[split]`, a range record's `retrained`)
+  says it did not reproduce the unit's committed figures; '' otherwise."""
+  return '†' if (rerun or {}).get('reproduced') is False else ''
+
+
 def _fmt(x: float) -> str:
   return f'{x:.1f}'
 
@@ -773,8 +779,7 @@ def _iid_cell(records: Sequence[Mapping[str, Any]]) -> str:
   def seed_cell(r, a):
     if a is None:
       return '–'
-    note = r.get('added_test_splits', {}).get('test_iid', {})
-    return _fmt(a) + ('†' if note.get('reproduced') is False else '')
+    return _fmt(a) + _dagger(r.get('added_test_splits', {}).get('test_iid'))
   return (f"{_fmt(_median(scored))} "
           f"[{', '.join(seed_cell(r, a) for r, a in zip(records, accs))}]")
 
@@ -939,20 +944,16 @@ def rerun_changes(record: Mapping[str, Any]) -> List[str]:
           for n, s in changed]
 
 
-def _dagger(record: Mapping[str, Any]) -> str:
-  """'†' for a range record whose retrained seed did not reproduce its committed figures."""
-  return '†' if (record.get('retrained') or {}).get('reproduced') is False else ''
-
-
 def _rerun_lines(have: Mapping[Tuple[str, str], Mapping[str, Any]]) -> List[str]:
   """The paragraph on the retrained seeds: how many reproduced their committed figures,
   and the runs whose rerun changed a fixed length's mark."""
   retrained = {k: r for k, r in sorted(have.items()) if r.get('retrained')}
   if not retrained:
     return []
-  daggers = sum(_dagger(r) == '†' for r in retrained.values())
-  changed = [f'{TASK_NAMES[t]} / {l} (seed {r["seed"]}): ' + ', '.join(rerun_changes(r))
-             for (t, l), r in retrained.items() if rerun_changes(r)]
+  daggers = sum(bool(_dagger(r['retrained'])) for r in retrained.values())
+  changes = {k: rerun_changes(r) for k, r in retrained.items()}
+  changed = [f'{TASK_NAMES[t]} / {l} (seed {retrained[(t, l)]["seed"]}): ' + ', '.join(c)
+             for (t, l), c in changes.items() if c]
   own = ('' if len(retrained) == len(have) else
          ' (the others were scored from their own checkpoints)')
   lines = [f'Retrained: {len(retrained)} of {len(have)}{own}; {len(retrained) - daggers} '
@@ -1023,7 +1024,7 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
         if r is None:
           cells.append('–')
           continue
-        dagger = _dagger(r)
+        dagger = _dagger(r.get('retrained'))
         h, ood = r['horizon'], r['ood_score']
         cells.append(f"{'none' if h is None else format(h, 'g')} / "
                      f"{'–' if ood is None else _fmt(ood)}{dagger}")
@@ -1032,7 +1033,8 @@ def horizons(results_dir: pathlib.Path, results, figures: bool = True) -> List[s
     lines += _rerun_lines(have)
     lines += _hidden_lines(have)
     for t in shown_tasks:
-      curves = {label + _dagger(r): r for (t2, label), r in sorted(have.items()) if t2 == t}
+      curves = {label + _dagger(r.get('retrained')): r
+                for (t2, label), r in sorted(have.items()) if t2 == t}
       name = f'{grid_name}.{t}.png'
       if figures:
         fig = viz.plot_range(curves, title=f'{TASK_NAMES[t]}: {title}', xscale='log')
